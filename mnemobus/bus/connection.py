@@ -1,0 +1,131 @@
+"""The only module that talks to nats-py: connect, streams, publish, request, drain.
+
+Every network call has a timeout. With no URL configured the caller starts an
+EmbeddedNatsServer and passes its URL; with a URL we reconnect forever, since
+a memory layer that gives up on its bus is a dead worker nobody notices.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+
+from mnemobus import subjects
+from mnemobus.config import NatsSettings
+
+log = logging.getLogger("mnemobus.bus")
+
+Handler = Callable[[Msg], Awaitable[None]]
+
+
+class Bus:
+    """A connected client plus its JetStream context."""
+
+    def __init__(self, nc: Client, settings: NatsSettings) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream(timeout=settings.request_timeout_s)
+        self.settings = settings
+
+    @classmethod
+    async def connect(cls, url: str, settings: NatsSettings, *, name: str = "mnemobus") -> "Bus":
+        closing = False
+
+        def mark_closing() -> None:
+            nonlocal closing
+            closing = True
+        async def on_error(exc: Exception) -> None:
+            log.warning("nats error: %s", exc)
+
+        async def on_disconnected() -> None:
+            if not closing:
+                log.warning("nats disconnected; reconnecting")
+
+        async def on_reconnected() -> None:
+            log.info("nats reconnected to %s", nc.connected_url.netloc if nc.connected_url else "?")
+
+        nc = await nats.connect(
+            url,
+            name=name,
+            connect_timeout=settings.connect_timeout_s,
+            allow_reconnect=True,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            error_cb=on_error,
+            disconnected_cb=on_disconnected,
+            reconnected_cb=on_reconnected,
+            drain_timeout=10,
+        )
+        bus = cls(nc, settings)
+        bus._mark_closing = mark_closing
+        return bus
+
+    @property
+    def max_payload(self) -> int:
+        return int(self.nc.max_payload)
+
+    async def ensure_streams(self) -> None:
+        """Create or update the streams; safe to run from every process at every start."""
+        await self._ensure(StreamConfig(
+            name=subjects.EPISODE_STREAM,
+            subjects=[f"{subjects.EPISODE_PREFIX}.>"],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=7 * 24 * 3600,
+            duplicate_window=self.settings.episode_duplicate_window_s,
+            discard=DiscardPolicy.OLD,
+        ))
+        await self._ensure(StreamConfig(
+            name=subjects.DLQ_STREAM,
+            subjects=[f"{subjects.DLQ_PREFIX}.>"],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=30 * 24 * 3600,
+        ))
+
+    async def _ensure(self, config: StreamConfig) -> None:
+        try:
+            await self.js.add_stream(config)
+        except nats.js.errors.BadRequestError:
+            await self.js.update_stream(config)
+
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> None:
+        await self.nc.publish(subject, data, headers=headers)
+
+    async def request(self, subject: str, data: bytes, timeout_s: float, headers: dict[str, str] | None = None) -> Msg:
+        return await self.nc.request(subject, data, timeout=timeout_s, headers=headers)
+
+    async def js_publish(self, subject: str, data: bytes, *, msg_id: str | None = None,
+                         headers: dict[str, str] | None = None, timeout_s: float | None = None) -> Any:
+        hdrs = dict(headers or {})
+        if msg_id:
+            hdrs["Nats-Msg-Id"] = msg_id
+        return await self.js.publish(subject, data, headers=hdrs or None,
+                                     timeout=timeout_s or self.settings.request_timeout_s)
+
+    async def subscribe(self, subject: str, handler: Handler, *, queue: str = "") -> Any:
+        return await self.nc.subscribe(subject, queue=queue, cb=handler)
+
+    async def flush(self, timeout_s: float = 2.0) -> None:
+        await self.nc.flush(timeout=timeout_s)
+
+    async def close(self) -> None:
+        if self.nc.is_closed:
+            return
+        getattr(self, "_mark_closing", lambda: None)()
+        try:
+            await self.nc.drain()
+        except Exception as exc:  # drain can time out; closing is what matters now
+            log.warning("nats drain did not finish cleanly: %s", exc)
+            await self.nc.close()
+
+
+def decode_json(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))

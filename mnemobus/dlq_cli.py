@@ -1,0 +1,55 @@
+"""`mnemobus dlq list|replay|purge`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator
+
+import anyio
+
+from mnemobus import dlq
+from mnemobus.bus.connection import Bus
+from mnemobus.config import Settings
+
+
+@contextlib.asynccontextmanager
+async def _bus(settings: Settings) -> AsyncIterator[Bus]:
+    from mnemobus.app import nats_url
+
+    async with nats_url(settings) as (url, _server):
+        bus = await Bus.connect(url, settings.nats, name="mnemobus-dlq")
+        try:
+            await bus.ensure_streams()
+            yield bus
+        finally:
+            await bus.close()
+
+
+async def _run(settings: Settings, args: argparse.Namespace) -> int:
+    async with _bus(settings) as bus:
+        if args.action == "list":
+            letters = await dlq.list_letters(bus, args.group, args.limit)
+            for item in letters:
+                lt = item.letter
+                print(f"#{item.seq} {item.subject} reason={lt.reason} attempts={lt.attempts} "
+                      f"from={lt.original_subject} at={lt.at.isoformat()}\n    {lt.error[:200]}")
+            print(f"{len(letters)} dead letter(s)")
+        elif args.action == "replay":
+            done, skipped = await dlq.replay(bus, args.group)
+            print(f"replayed {done} dead letter(s); skipped {skipped} truncated one(s)")
+        elif args.action == "purge":
+            if not args.yes:
+                print("refusing to purge without --yes")
+                return 2
+            print(f"purged {await dlq.purge(bus, args.group)} dead letter(s)")
+    return 0
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("dlq", help="list, replay or purge dead letters (memory.dlq.<group>)")
+    p.add_argument("action", choices=["list", "replay", "purge"])
+    p.add_argument("--group", help="only this group's dead letters")
+    p.add_argument("--limit", type=int, default=100, help="list at most this many (default 100)")
+    p.add_argument("--yes", action="store_true", help="confirm purge")
+    p.set_defaults(handler=lambda settings, args: anyio.run(_run, settings, args))

@@ -1,0 +1,58 @@
+"""`mnemobus doctor`: say what works and what does not, in the order a newcomer would check."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import anyio
+
+from mnemobus.config import Settings
+
+
+async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None]) -> int:
+    from mnemobus.app import open_runtime
+
+    failures = 0
+    say("config: ok")
+    try:
+        with anyio.fail_after(30):
+            async with open_runtime(settings, need_engine=True) as rt:
+                info = await rt.bus.js.account_info()
+                say(f"nats: ok ({'embedded server ' if rt.server else ''}{rt.url}, JetStream streams: {info.streams})")
+                try:
+                    await rt.engine.store.ping()
+                    say(f"store: ok ({settings.store.backend}, {await rt.engine.store.count_episodes()} episode(s))")
+                except Exception as exc:
+                    failures += 1
+                    say(f"store: FAILED: {exc}")
+                say(f"identity: ok ({len(rt.identity.users)} user(s) in {settings.identity.users_file})")
+                if smoke and not failures:
+                    failures += await _smoke(rt, say)
+    except Exception as exc:
+        failures += 1
+        say(f"nats/store: FAILED: {type(exc).__name__}: {exc}")
+    say("doctor: all checks passed" if not failures else f"doctor: {failures} check(s) failed")
+    return 0 if not failures else 1
+
+
+async def _smoke(rt, say: Callable[[str], None]) -> int:  # type: ignore[no-untyped-def]
+    from mnemobus.groups import GroupId
+    from mnemobus.store.model import Episode, RecallQuery
+
+    group = GroupId(f"doctor-smoke-{uuid.uuid4().hex[:12]}")
+    episode = Episode(id=uuid.uuid4().hex, group_id=group, content="Doctor smoke test: the sky is green today.",
+                      role="exchange", source_message_id="doctor", reference_time=datetime.now(timezone.utc))
+    try:
+        await rt.engine.ingest(episode)
+        back = await rt.engine.store.get_episode(group, episode.id)
+        found = await rt.engine.recall(RecallQuery(text="sky green", group_ids=(group,)))
+        if back is None or found.empty:
+            say(f"smoke: FAILED: wrote to {group} but could not read it back")
+            return 1
+        say(f"smoke: ok (wrote, read back and recalled from {group})")
+        return 0
+    finally:
+        counts = await rt.engine.store.delete_group(group)
+        say(f"smoke: deleted {group} ({counts.episodes} episode(s))")

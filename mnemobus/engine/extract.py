@@ -1,0 +1,234 @@
+"""Extractors: episode text -> entities and relations. The offline one is rules and patterns.
+
+Why rules: the default must work with no network and no model server, and a
+handful of precise patterns for the statements people make about themselves
+(moves, switches, decisions, preferences, work) is right far more often than
+a guess. An LLM extractor implements the same `Extractor` protocol later.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from mnemobus.store.model import EdgeType, Episode
+
+SPEAKER = "User"
+
+# relations where one subject has one object at a time: a new object ends the old fact
+EXCLUSIVE_RELATIONS = frozenset({"lives_in", "works_at", "is_married_to", "reports_to"})
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedEntity:
+    name: str
+    type: str = "thing"
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedFact:
+    subject: str
+    relation: str
+    object: str
+    edge_type: EdgeType
+    fact: str
+    confidence: float = 0.8
+    subject_type: str = "thing"
+    object_type: str = "thing"
+    replaces: str | None = None  # an earlier object of (subject, relation) this statement ends
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    entities: tuple[ExtractedEntity, ...] = ()
+    facts: tuple[ExtractedFact, ...] = ()
+    speaker_aliases: tuple[str, ...] = field(default=())  # names the speaker gave for themselves
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    name: str
+
+    async def extract(self, episode: Episode) -> Extraction:
+        """Entities and relations stated in the episode's content; first person is the speaker."""
+
+
+_TECH = frozenset(
+    """vim neovim emacs vscode vs code helix nano sublime intellij pycharm postgres postgresql pgvector mysql sqlite
+    redis mongodb neo4j kafka nats rabbitmq docker kubernetes k8s python rust go golang java javascript typescript
+    node node.js react vue svelte django flask fastapi rails linux macos windows ubuntu debian arch typesense
+    elasticsearch opensearch qdrant faiss aws gcp azure terraform ansible git github gitlab zsh bash fish tmux""".split()
+)
+
+_FIRST_PERSON = {"i": SPEAKER, "we": SPEAKER, "my team": SPEAKER, "our team": SPEAKER, "me": SPEAKER}
+_NOT_NAMES = frozenset(
+    """this that it there here what which who when where why how these those they he she you yesterday today
+    tomorrow also then so but and or if the a an my our your their his her its well yes no ok okay please
+    thanks hi hello hey now lately recently""".split()
+)
+
+_SUBJ = r"(?P<s>\b(?:I|[Ww]e|[Mm]y team|[Oo]ur team)\b|\b[A-Z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*){0,3})"
+_STOP = (
+    r"(?=\s+(?:and|but|because|since|as|for|at|in|on|with|when|which|who|while|last|this|next|yesterday|today|now|"
+    r"recently|instead|lately|ago|anymore|these|every|from|to|after|before|so|though|although)\b|\s*[,;:()\"]|\s*$)"
+)
+_OBJ = r"(?P<o>[\w.+#'/-]+(?:\s+[\w.+#'/-]+){0,5}?)" + _STOP
+_A = r"(?P<a>[\w.+#'/-]+(?:\s+[\w.+#'/-]+){0,4}?)"
+_B = r"(?P<b>[\w.+#'/-]+(?:\s+[\w.+#'/-]+){0,4}?)" + _STOP
+_BE = r"(?:\s+(?:am|is|are|was|were|have been|has been|'m|'re|'s))?"
+_ADV = r"(?:\s+(?:just|recently|finally|now|also|really|still|actually|mostly|usually|always))?"
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    pattern: re.Pattern[str]
+    build: Callable[[str, re.Match[str]], list[ExtractedFact]]
+
+
+def _clean(phrase: str) -> str:
+    phrase = phrase.strip(" .,'\"")
+    phrase = re.sub(r"^(?:the|a|an|my|our|his|her|their|using|to)\s+", "", phrase, flags=re.IGNORECASE)
+    return phrase.strip()
+
+
+def _kind(name: str, default: str) -> str:
+    return "technology" if name.lower() in _TECH else default
+
+
+def _fact(subject: str, relation: str, obj: str, edge: EdgeType, sentence: str, *, stype: str = "thing",
+          otype: str = "thing", replaces: str | None = None, confidence: float = 0.8) -> ExtractedFact:
+    return ExtractedFact(subject, relation, obj, edge, sentence, confidence, stype, _kind(obj, otype), replaces)
+
+
+def _simple(relation: str, verb: str, edge: EdgeType, otype: str = "thing", stype: str = "thing"):  # noqa: ANN202
+    def build(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
+        obj = _clean(m.group("o"))
+        if not obj:
+            return []
+        st = "person" if subject == SPEAKER else stype
+        return [_fact(subject, relation, obj, edge, f"{subject} {verb} {obj}", stype=st, otype=otype)]
+
+    return build
+
+
+def _move(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
+    a, b = _clean(m.group("a")), _clean(m.group("b"))
+    if not a or not b:
+        return []
+    if a.lower() in _TECH or b.lower() in _TECH:
+        return _switch(subject, m)
+    st = "person" if subject == SPEAKER else "thing"
+    return [_fact(subject, "lives_in", b, "temporal", f"{subject} lives in {b} (moved from {a})", stype=st,
+                  otype="place", replaces=a)]
+
+
+def _switch(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
+    a, b = _clean(m.group("a")), _clean(m.group("b"))
+    if not a or not b:
+        return []
+    st = "person" if subject == SPEAKER else "thing"
+    return [_fact(subject, "uses", b, "temporal", f"{subject} uses {b} (switched from {a})", stype=st, replaces=a)]
+
+
+def _replaced(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
+    return _switch(subject, m)
+
+
+def _decided(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
+    obj = _clean(m.group("o"))
+    if not obj:
+        return []
+    verb = m.group("v").lower()
+    st = "person" if subject == SPEAKER else "thing"
+    return [_fact(subject, "decided_to_adopt", obj, "causal", f"{subject} decided to {verb} {obj}", stype=st)]
+
+
+def _rule(pattern: str, build: Callable[[str, re.Match[str]], list[ExtractedFact]]) -> _Rule:
+    return _Rule(re.compile(pattern), build)
+
+
+_RULES: tuple[_Rule, ...] = (
+    _rule(_SUBJ + _BE + _ADV + r"\s+(?:moved|relocated)\s+from\s+" + _A + r"\s+to\s+" + _B, _move),
+    _rule(_SUBJ + _BE + _ADV + r"\s+(?:switched|migrated|changed|went|moved over)\s+from\s+" + _A + r"\s+to\s+" + _B,
+          _switch),
+    _rule(_SUBJ + _BE + _ADV + r"\s+replaced\s+" + _A + r"\s+with\s+" + _B, _replaced),
+    _rule(_SUBJ + _BE + _ADV + r"\s+(?:decided|agreed|chose|have decided|are going)\s+to\s+(?P<v>adopt|use|go with|"
+          r"switch to|migrate to|move to)\s+" + _OBJ, _decided),
+    _rule(_SUBJ + _BE + _ADV + r"\s+(?:moved|relocated)\s+to\s+" + _OBJ, _simple("lives_in", "lives in", "semantic", "place")),
+    _rule(_SUBJ + _BE + _ADV + r"\s+(?:live|lives|living|based|located|residing)\s+in\s+" + _OBJ,
+          _simple("lives_in", "lives in", "semantic", "place")),
+    _rule(_SUBJ + _BE + _ADV + r"\s+(?:work|works|working)\s+on\s+" + _OBJ,
+          _simple("works_on", "works on", "semantic", "project", "person")),
+    _rule(_SUBJ + _BE + _ADV + r"\s+(?:work|works|working|employed)\s+(?:at|for)\s+" + _OBJ,
+          _simple("works_at", "works at", "hierarchical", "organization", "person")),
+    _rule(_SUBJ + _ADV + r"\s+(?:prefer|prefers)\s+" + _OBJ, _simple("prefers", "prefers", "semantic", "concept", "person")),
+    _rule(_SUBJ + _ADV + r"\s+(?:like|likes|love|loves|enjoy|enjoys)\s+" + _OBJ,
+          _simple("likes", "likes", "semantic", "concept", "person")),
+    _rule(_SUBJ + _ADV + r"\s+(?:hate|hates|dislike|dislikes)\s+" + _OBJ,
+          _simple("dislikes", "dislikes", "semantic", "concept", "person")),
+    _rule(_SUBJ + _BE + _ADV + r"\s+(?:use|uses|using)\s+" + _OBJ, _simple("uses", "uses", "semantic")),
+    _rule(_SUBJ + _BE + r"\s+(?:built|written|running)\s+(?:on|with|in)\s+" + _OBJ, _simple("uses", "uses", "semantic")),
+    _rule(_SUBJ + r"\s+(?:runs|run)\s+on\s+" + _OBJ, _simple("uses", "uses", "semantic")),
+    _rule(_SUBJ + _ADV + r"\s+(?:depend|depends)\s+on\s+" + _OBJ, _simple("depends_on", "depends on", "causal")),
+    _rule(_SUBJ + r"\s+(?:is|are)\s+(?:a\s+)?part\s+of\s+" + _OBJ, _simple("part_of", "is part of", "hierarchical")),
+    _rule(_SUBJ + r"\s+(?:belongs|belong)\s+to\s+" + _OBJ, _simple("part_of", "is part of", "hierarchical")),
+    _rule(_SUBJ + _ADV + r"\s+(?:manage|manages|lead|leads)\s+" + _OBJ,
+          _simple("manages", "manages", "hierarchical", "thing", "person")),
+    _rule(_SUBJ + _BE + r"\s+married\s+to\s+" + _OBJ, _simple("is_married_to", "is married to", "semantic", "person", "person")),
+    _rule(_SUBJ + r"\s+reports?\s+to\s+" + _OBJ, _simple("reports_to", "reports to", "hierarchical", "person", "person")),
+)
+
+_NAME_IS = re.compile(r"\b(?i:my name is|call me|i am called|i'm called)\s+(?P<n>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)")
+_SENTENCES = re.compile(r"(?<=[.!?;\n])\s+|\n+")
+
+
+def _subject(raw: str) -> str | None:
+    key = raw.strip().lower()
+    if key in _FIRST_PERSON:
+        return _FIRST_PERSON[key]
+    words = raw.split()
+    while words and words[0].lower() in _NOT_NAMES:
+        words = words[1:]
+    if not words:
+        return None
+    return " ".join(words)
+
+
+def extract_text(text: str) -> Extraction:
+    """The rules applied sentence by sentence; the first rule that matches a clause wins it."""
+    facts: list[ExtractedFact] = []
+    aliases: list[str] = []
+    for sentence in _SENTENCES.split(text):
+        sentence = sentence.strip().rstrip(".!?;")
+        if not sentence:
+            continue
+        if (m := _NAME_IS.search(sentence)) is not None:
+            aliases.append(m.group("n"))
+        taken: list[tuple[int, int]] = []
+        for rule in _RULES:
+            for m in rule.pattern.finditer(sentence):
+                if any(m.start() < end and start < m.end() for start, end in taken):
+                    continue
+                subject = _subject(m.group("s"))
+                if subject is None:
+                    continue
+                built = [f for f in rule.build(subject, m) if f.object.lower() not in _NOT_NAMES]
+                if built:
+                    taken.append((m.start(), m.end()))
+                    facts.extend(built)
+    entities: dict[str, ExtractedEntity] = {}
+    for f in facts:
+        entities.setdefault(f.subject.lower(), ExtractedEntity(f.subject, f.subject_type))
+        entities.setdefault(f.object.lower(), ExtractedEntity(f.object, f.object_type))
+        if f.replaces:
+            entities.setdefault(f.replaces.lower(), ExtractedEntity(f.replaces, f.object_type))
+    return Extraction(tuple(entities.values()), tuple(dict.fromkeys(facts)), tuple(dict.fromkeys(aliases)))
+
+
+class OfflineExtractor:
+    name = "offline-rules"
+
+    async def extract(self, episode: Episode) -> Extraction:
+        return extract_text(episode.content)

@@ -1,0 +1,231 @@
+"""Ingestion of one episode: screen, extract, embed, resolve entities and facts, all in one transaction.
+
+The decisions (is this name an entity we know? does this fact repeat,
+extend or contradict what we hold?) are made here, against the store's
+WriteTxn, so every backend applies them identically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+import anyio.to_thread
+import numpy as np
+
+from mnemobus.engine.embed import Embedder
+from mnemobus.engine.extract import EXCLUSIVE_RELATIONS, SPEAKER, ExtractedFact, Extraction, Extractor
+from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
+from mnemobus.errors import InvalidMessage
+from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
+from mnemobus.store.contract import GraphStore, WriteTxn
+from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome
+
+MAX_CONTENT_CHARS = 64_000
+MAX_ID_CHARS = 512
+MERGE_SIMILARITY = 0.85
+AMBIGUOUS_SIMILARITY = 0.70
+EMBED_EPISODE_CHARS = 2000
+
+# (new name, existing entity) -> merge? Called only for similarities in [0.70, 0.85).
+Disambiguator = Callable[[str, Entity], bool]
+
+
+def word_subset_disambiguator(name: str, existing: Entity) -> bool:
+    """Offline default: merge only when one name's words are all inside the other's ("Acme" / "Acme Corp")."""
+    a = set(normalise_name(name).split())
+    b = set(existing.canonical_name.split())
+    return bool(a) and bool(b) and (a <= b or b <= a)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def entity_id_for(group_id: str, canonical_name: str) -> str:
+    return _digest("entity", group_id, canonical_name)
+
+
+def fact_id_for(group_id: str, subject_id: str, relation: str, object_id: str, valid_at: datetime | None, episode_id: str) -> str:
+    return _digest("fact", group_id, subject_id, relation, object_id, valid_at.isoformat() if valid_at else "", episode_id)
+
+
+def valid_at_time(fact: Fact, t: datetime) -> bool:
+    return (fact.valid_at is None or fact.valid_at <= t) and (fact.invalid_at is None or t < fact.invalid_at)
+
+
+def reinforced_confidence(old: float, observed: float) -> float:
+    """Independent confirmations: 1 - (1-a)(1-b), always higher than either."""
+    return min(1.0, 1.0 - (1.0 - old) * (1.0 - observed))
+
+
+def check_episode(episode: Episode) -> GroupId:
+    """Reject what can never be stored, before anything is written."""
+    try:
+        group = validate_group_id(episode.group_id)
+    except InvalidGroupId as exc:
+        raise InvalidMessage("invalid_group_id", str(exc)) from exc
+    if not episode.id or len(episode.id) > MAX_ID_CHARS:
+        raise InvalidMessage("invalid_episode_id", "episode id must be 1..512 characters")
+    if not episode.content or not episode.content.strip():
+        raise InvalidMessage("empty_content", "episode content is empty")
+    for name, text in (("content", episode.content), ("response", episode.response or ""),
+                       ("source_message_id", episode.source_message_id), ("role", episode.role)):
+        if len(text) > MAX_CONTENT_CHARS:
+            raise InvalidMessage("content_too_large", f"{name} is {len(text)} characters; the limit is {MAX_CONTENT_CHARS}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidMessage("invalid_unicode", f"{name} holds a lone surrogate at position {exc.start}") from exc
+    if not isinstance(episode.reference_time, datetime):
+        raise InvalidMessage("invalid_reference_time", "reference_time must be a datetime")
+    return group
+
+
+@dataclass
+class _Counts:
+    entities: int = 0
+    added: int = 0
+    reinforced: int = 0
+    invalidated: int = 0
+
+
+class Ingestor:
+    def __init__(self, store: GraphStore, extractor: Extractor, embedder: Embedder | None,
+                 disambiguator: Disambiguator = word_subset_disambiguator) -> None:
+        self.store = store
+        self.extractor = extractor
+        self.embedder = embedder
+        self.disambiguator = disambiguator
+
+    async def ingest(self, episode: Episode) -> IngestOutcome:
+        group = check_episode(episode)
+        when = episode.reference_time if episode.reference_time.tzinfo else episode.reference_time.replace(tzinfo=UTC)
+        episode = replace(episode, group_id=group, reference_time=when,
+                          created_at=episode.created_at or datetime.now(UTC))
+        if await self.store.get_episode(group, episode.id) is not None:
+            return IngestOutcome(episode.id, created=False)
+        screened = has_injection_markers(episode.content)
+        extraction = Extraction() if screened else await self.extractor.extract(episode)
+        vectors = await self._embed(episode, extraction)
+        counts = _Counts()
+        async with self.store.transaction() as txn:
+            if not await txn.insert_episode(episode, screened=screened, embedding=vectors.get(("episode", ""))):
+                return IngestOutcome(episode.id, created=False)
+            if not screened:
+                await self._apply(txn, episode, extraction, vectors, counts)
+        return IngestOutcome(episode.id, created=True, screened=screened, entities=counts.entities,
+                             facts_added=counts.added, facts_reinforced=counts.reinforced,
+                             facts_invalidated=counts.invalidated)
+
+    async def _embed(self, episode: Episode, extraction: Extraction) -> dict[tuple[str, str], np.ndarray]:
+        """One batch per episode: the message, every entity name, every fact sentence."""
+        if self.embedder is None:
+            return {}
+        keys: list[tuple[str, str]] = [("episode", "")]
+        texts = [episode.content[:EMBED_EPISODE_CHARS]]
+        for e in extraction.entities:
+            keys.append(("entity", e.name))
+            texts.append(display_name(e.name))
+        for f in extraction.facts:
+            keys.append(("fact", f.fact))
+            texts.append(f.fact)
+        rows = await anyio.to_thread.run_sync(self.embedder.embed, texts)
+        return dict(zip(keys, rows, strict=True))
+
+    async def _entity(self, txn: WriteTxn, episode: Episode, name: str, type_: str,
+                      vector: np.ndarray | None, counts: _Counts, keep_apart: set[str]) -> Entity | None:
+        shown = display_name(name)
+        canonical = normalise_name(name)
+        if not canonical:
+            return None
+        group = episode.group_id
+        found = await txn.entity_by_alias(group, canonical)
+        if found is None and vector is not None:
+            for candidate, similarity in await txn.similar_entities(group, vector, 3):
+                if candidate.canonical_name in keep_apart:
+                    continue  # names said together in one episode are different things (vim -> neovim)
+                if similarity >= MERGE_SIMILARITY or (
+                    similarity >= AMBIGUOUS_SIMILARITY and self.disambiguator(shown, candidate)
+                ):
+                    found = candidate
+                break
+        if found is not None:
+            await txn.observe_entity(group, found.id, name=shown if canonical == found.canonical_name else found.name,
+                                     alias=canonical, seen=episode.reference_time)
+            await txn.link_episode_entity(group, episode.id, found.id)
+            return found
+        entity = Entity(id=entity_id_for(group, canonical), group_id=group, name=shown, canonical_name=canonical,
+                        type=type_, first_seen=episode.reference_time, last_seen=episode.reference_time)
+        await txn.insert_entity(entity, vector)
+        await txn.link_episode_entity(group, episode.id, entity.id)
+        counts.entities += 1
+        return entity
+
+    async def _apply(self, txn: WriteTxn, episode: Episode, extraction: Extraction,
+                     vectors: dict[tuple[str, str], np.ndarray], counts: _Counts) -> None:
+        said = {normalise_name(e.name) for e in extraction.entities}
+        entities: dict[str, Entity] = {}
+        for e in extraction.entities:
+            resolved = await self._entity(txn, episode, e.name, e.type, vectors.get(("entity", e.name)), counts,
+                                          said - {normalise_name(e.name)})
+            if resolved is not None:
+                entities[e.name] = resolved
+        speaker = entities.get(SPEAKER)
+        if speaker is not None:
+            for alias in extraction.speaker_aliases:
+                if normalise_name(alias):
+                    await txn.observe_entity(episode.group_id, speaker.id, name=speaker.name,
+                                             alias=normalise_name(alias), seen=episode.reference_time)
+        for f in extraction.facts:
+            subject, obj = entities.get(f.subject), entities.get(f.object)
+            if subject is None or obj is None or subject.id == obj.id:
+                continue
+            old = entities.get(f.replaces) if f.replaces else None
+            await self._fact(txn, episode, f, subject, obj, old, vectors.get(("fact", f.fact)), counts)
+
+    async def _fact(self, txn: WriteTxn, episode: Episode, f: ExtractedFact, subject: Entity, obj: Entity,
+                    replaced: Entity | None, vector: np.ndarray | None, counts: _Counts) -> None:
+        group, t = episode.group_id, episode.reference_time
+        chain = await txn.facts_between(group, subject.id, f.relation)
+        current_same = [x for x in chain if x.object_id == obj.id and valid_at_time(x, t)]
+        if current_same:
+            x = current_same[0]
+            await txn.update_fact(replace(x, confidence=reinforced_confidence(x.confidence, f.confidence),
+                                          last_seen=max(x.last_seen or t, t)))
+            await txn.add_fact_source(group, x.id, episode.id, episode.source_message_id)
+            counts.reinforced += 1
+            return
+        new_id = fact_id_for(group, subject.id, f.relation, obj.id, t, episode.id)
+        exclusive = f.relation in EXCLUSIVE_RELATIONS
+        # a later fact of an exclusive relation already ends this one (episodes may arrive out of order)
+        later = [x for x in chain if exclusive and x.valid_at is not None and x.valid_at > t]
+        successor = min(later, key=lambda x: x.valid_at) if later else None  # type: ignore[arg-type,return-value]
+        new = Fact(id=new_id, group_id=group, subject_id=subject.id, object_id=obj.id, subject_name=subject.name,
+                   object_name=obj.name, relation=f.relation, edge_type=f.edge_type, fact=f.fact,
+                   confidence=f.confidence, valid_at=t, invalid_at=successor.valid_at if successor else None,
+                   created_at=episode.created_at or datetime.now(UTC), superseded_by=successor.id if successor else None,
+                   last_seen=t, episode_ids=(episode.id,), source_message_ids=(episode.source_message_id,))
+        await txn.insert_fact(new, vector)
+        counts.added += 1
+        now = datetime.now(UTC)
+        ended = [x for x in chain if valid_at_time(x, t) and x.object_id != obj.id
+                 and (exclusive or (replaced is not None and x.object_id == replaced.id))]
+        for x in ended:
+            await txn.update_fact(replace(x, invalid_at=t, expired_at=now, superseded_by=new_id))
+            counts.invalidated += 1
+        if replaced is not None and not ended and replaced.id != obj.id and not any(
+            x.object_id == replaced.id for x in chain
+        ):
+            # "moved from Berlin": the earlier state was never stored, but the statement tells us it held until now
+            sentence = f"{subject.name} {f.relation.replace('_', ' ')} {replaced.name}"
+            history = Fact(id=fact_id_for(group, subject.id, f.relation, replaced.id, None, episode.id), group_id=group,
+                           subject_id=subject.id, object_id=replaced.id, subject_name=subject.name,
+                           object_name=replaced.name, relation=f.relation, edge_type=f.edge_type, fact=sentence,
+                           confidence=f.confidence, valid_at=None, invalid_at=t, created_at=new.created_at,
+                           expired_at=now, superseded_by=new_id, last_seen=t, episode_ids=(episode.id,),
+                           source_message_ids=(episode.source_message_id,))
+            await txn.insert_fact(history, None)
+            counts.added += 1

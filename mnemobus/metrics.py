@@ -1,0 +1,58 @@
+"""The pipeline's own Prometheus series, on a registry the caller passes in.
+
+Tests build their own registry and read exactly what their code did; the
+process exports one registry on the metrics port. No series carries a user
+or group id: cardinality stays bounded whatever the traffic.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class PipelineMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.messages = Counter(
+            "mnemobus_messages_total", "Messages handled per endpoint and outcome (ok, invalid, error)",
+            ["endpoint", "outcome"], registry=r)
+        self.handler_seconds = Histogram(
+            "mnemobus_handler_duration_seconds", "Handler time per endpoint", ["endpoint"],
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.dead_letters = Counter(
+            "mnemobus_dead_letters_total", "Messages dead-lettered, by reason", ["reason"], registry=r)
+        self.requests = Counter(
+            "mnemobus_requests_total", "Skill requests by enrichment status "
+            "(enriched, empty, skipped, disabled, timeout, error)", ["status"], registry=r)
+        self.recall_seconds = Histogram(
+            "mnemobus_recall_duration_seconds", "Recall latency on the request path",
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.fail_open = Counter(
+            "mnemobus_recall_fail_open_total", "Requests forwarded unenriched because recall failed",
+            ["reason"], registry=r)
+        self.executor_errors = Counter(
+            "mnemobus_executor_errors_total", "Executor calls that failed (timeout, no_responders, error)",
+            ["kind"], registry=r)
+        self.episodes_emitted = Counter(
+            "mnemobus_episodes_emitted_total", "Episodes published to the episode stream", registry=r)
+        self.episode_emit_errors = Counter(
+            "mnemobus_episode_emit_errors_total", "Episodes that could not be published", registry=r)
+        self.episodes_stored = Counter(
+            "mnemobus_episodes_stored_total", "Episodes committed by the worker (created=false: replay)",
+            ["created"], registry=r)
+        self.episodes_dead_lettered = Counter(
+            "mnemobus_episodes_dead_lettered_total", "Episodes moved to the DLQ", ["reason"], registry=r)
+        self.worker_retries = Counter(
+            "mnemobus_worker_retries_total", "Episodes nak'ed for a later retry", ["reason"], registry=r)
+        self.worker_restarts = Counter(
+            "mnemobus_worker_restarts_total", "Consumer loops restarted by the supervisor", registry=r)
+        self.worker_lag = Gauge(
+            "mnemobus_worker_pending_episodes", "Episodes waiting for the worker (consumer pending)", registry=r)
+        self.store_seconds = Histogram(
+            "mnemobus_store_operation_duration_seconds", "Store operations as seen by the worker and recall",
+            ["operation"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.identity_reloads = Counter(
+            "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)

@@ -1,0 +1,43 @@
+"""The plugin surface: a plugin declares routes and gets a context.
+
+Built-ins (the memory plugin, the echo executor) use exactly this surface;
+there is no second way in.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from mnemobus.bus.connection import Bus
+from mnemobus.bus.router import Router
+from mnemobus.config import Settings
+from mnemobus.metrics import PipelineMetrics
+
+if TYPE_CHECKING:
+    from mnemobus.engine import MemoryEngine
+    from mnemobus.identity import IdentityRegistry
+
+
+@dataclass
+class PluginContext:
+    bus: Bus
+    settings: Settings
+    metrics: PipelineMetrics
+    log: logging.Logger
+    identity: "IdentityRegistry"
+    engine: "MemoryEngine | None" = None
+    echo: Any = None  # a callable(str) that narrates for `make run`; None when quiet
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    name: str
+    router: Router
+
+    async def start(self, ctx: PluginContext) -> None:
+        """Called once before any route is subscribed."""
+
+    async def stop(self) -> None:
+        """Called after every route has drained."""

@@ -1,0 +1,19 @@
+"""Graph stores: the contract, the data model, and the embedded SQLite backend."""
+
+from mnemobus.store.contract import DeleteCounts, FactHop, GraphStore, Hit, WriteTxn
+from mnemobus.store.model import (
+    Entity,
+    Episode,
+    Fact,
+    IngestOutcome,
+    RecallQuery,
+    RecallResult,
+    ScoredEpisode,
+    ScoredFact,
+    episode_id_for,
+)
+
+__all__ = [
+    "DeleteCounts", "Entity", "Episode", "Fact", "FactHop", "GraphStore", "Hit", "IngestOutcome", "RecallQuery",
+    "RecallResult", "ScoredEpisode", "ScoredFact", "WriteTxn", "episode_id_for",
+]

@@ -1,0 +1,183 @@
+"""The one contract every graph store backend implements.
+
+The engine never asks which backend it holds, and every method takes a
+GroupId: group scoping is part of the contract, not a special case.
+Transient failures raise StoreUnavailable; the caller decides to retry.
+
+Division of labour: a backend stores rows and answers candidate queries
+(full-text, vector, neighbourhood, history). Every *decision* (which entity
+an extracted name is, whether a fact reinforces or contradicts another, how
+candidates are fused and weighted) lives in `mnemobus.engine`, so two
+backends fed the same episodes give the same answers.
+
+Time conventions: all datetimes are timezone-aware UTC. A fact is *valid at*
+time t when `(valid_at is None or valid_at <= t) and (invalid_at is None or
+t < invalid_at)`; every method taking `as_of` returns only facts valid at
+that time (None means "now"). Vectors are unit-length float32 sequences;
+similarity is the dot product (cosine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from mnemobus.groups import GroupId
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact
+
+Vector = np.ndarray  # float32, shape (dim,), unit length
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteCounts:
+    episodes: int = 0
+    entities: int = 0
+    facts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One candidate from one retrieval method: rank order is what fusion uses, score is kept for provenance."""
+
+    id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class FactHop:
+    """A fact reached by walking the graph, and how many edges away from a seed entity it lies (1 = touches a seed)."""
+
+    fact: Fact
+    hop: int
+
+
+class WriteTxn(Protocol):
+    """One atomic write of one episode's consequences.
+
+    Obtained from `GraphStore.transaction()`; everything written through it
+    is committed together when the context exits normally and nothing is
+    written when it exits with an exception. Reads through it see its own
+    uncommitted writes. Only one transaction is open per store at a time.
+    """
+
+    async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
+        """Store the episode; False (and nothing written) when its id is already stored."""
+
+    async def entity_by_alias(self, group_id: GroupId, alias: str) -> Entity | None:
+        """The entity that has this normalised alias (its canonical name is always one) in the group."""
+
+    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
+        """Up to k entities of the group with an embedding, most similar first, with cosine similarity."""
+
+    async def insert_entity(self, entity: Entity, embedding: Vector | None) -> None:
+        """Store a new entity and register its canonical name and aliases as aliases."""
+
+    async def observe_entity(self, group_id: GroupId, entity_id: str, *, name: str, alias: str, seen: datetime) -> None:
+        """Re-observation: display name becomes `name`, alias added, last_seen raised, first_seen lowered."""
+
+    async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None: ...
+
+    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
+        """Every stored fact (valid or not) with this subject and relation, ordered by valid_at (None first)."""
+
+    async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
+        """Store a new fact; its episode_ids/source_message_ids become its first provenance rows."""
+
+    async def update_fact(self, fact: Fact) -> None:
+        """Overwrite the mutable fields: confidence, last_seen, valid_at, invalid_at, expired_at, superseded_by."""
+
+    async def add_fact_source(self, group_id: GroupId, fact_id: str, episode_id: str, source_message_id: str) -> None:
+        """Record one more episode that observed the fact (no-op when already recorded)."""
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    name: str
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable when the store cannot answer a trivial query."""
+
+    # -- episodes -------------------------------------------------------------
+
+    async def get_episode(self, group_id: GroupId, episode_id: str) -> Episode | None: ...
+
+    async def episodes(self, group_id: GroupId, last_n: int = 10) -> list[Episode]:
+        """The group's newest episodes by reference time, newest first."""
+
+    async def count_episodes(self, group_id: GroupId | None = None) -> int:
+        """Episodes in one group, or in the whole store when group_id is None."""
+
+    async def count_screened(self, group_id: GroupId | None = None) -> int:
+        """Episodes stored but kept out of extraction because of injection markers."""
+
+    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
+        """The named episodes of the group (missing ids skipped), in the order asked."""
+
+    async def delete_group(self, group_id: GroupId) -> DeleteCounts:
+        """Remove every episode, entity, fact, link and embedding of the group."""
+
+    def transaction(self) -> AbstractAsyncContextManager[WriteTxn]:
+        """Open the single write transaction; see WriteTxn."""
+
+    # -- candidate queries (ranked best first) --------------------------------
+
+    async def search_facts_text(
+        self, group_id: GroupId, terms: Sequence[str], as_of: datetime, limit: int
+    ) -> list[Hit]:
+        """BM25 over fact sentences and their entity names; any term may match."""
+
+    async def search_facts_vector(self, group_id: GroupId, vector: Vector, as_of: datetime, limit: int) -> list[Hit]:
+        """Nearest fact embeddings among facts valid at as_of."""
+
+    async def search_entities_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
+        """BM25 over entity display names, canonical names and aliases."""
+
+    async def search_entities_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]: ...
+
+    async def search_episodes_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]: ...
+
+    async def search_episodes_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]: ...
+
+    async def neighbourhood(
+        self,
+        group_id: GroupId,
+        entity_ids: Sequence[str],
+        *,
+        as_of: datetime,
+        max_hops: int,
+        relations: Sequence[str] | None = None,
+        edge_types: Sequence[EdgeType] | None = None,
+        limit: int = 50,
+    ) -> list[FactHop]:
+        """Breadth-first walk over facts valid at as_of, in both directions, nearest hops first.
+
+        `relations`/`edge_types` restrict which edges may be followed; cycles
+        are never walked twice; at most `limit` facts are returned.
+        """
+
+    # -- fetches ---------------------------------------------------------------
+
+    async def get_facts(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Fact]:
+        """The named facts of the group with names and provenance filled in, in the order asked."""
+
+    async def get_entities(self, group_id: GroupId, entity_ids: Sequence[str]) -> list[Entity]: ...
+
+    async def facts_valid_at(self, group_id: GroupId, as_of: datetime, limit: int = 1000) -> list[Fact]:
+        """Every fact of the group valid at as_of (an as-of snapshot), oldest valid_at first."""
+
+    async def edge_history(self, group_id: GroupId, subject_id: str, relation: str | None = None) -> list[Fact]:
+        """All versions of the subject's facts (optionally of one relation), newest valid_at first."""
+
+    async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
+        """Count one more retrieval of each fact (feeds the retrieval-count weight)."""
+
+    async def count_facts(self, group_id: GroupId | None = None) -> int: ...

@@ -1,0 +1,114 @@
+"""Memory data: episodes, entities, bi-temporal facts, recall results. No I/O."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from mnemobus.groups import GroupId
+
+EdgeType = Literal["causal", "temporal", "semantic", "co-occurrence", "hierarchical"]
+
+
+def episode_id_for(group_id: str, source_message_id: str, role: str) -> str:
+    """Deterministic, so a redelivery or replay of one exchange can never make a second copy."""
+    key = f"{group_id}\x1f{source_message_id}\x1f{role}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(key).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    id: str
+    group_id: GroupId
+    content: str
+    role: str
+    source_message_id: str
+    reference_time: datetime
+    response: str | None = None
+    agent_id: str | None = None
+    platform: str | None = None
+    channel_id: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    id: str
+    group_id: GroupId
+    name: str
+    canonical_name: str
+    type: str = "thing"
+    aliases: tuple[str, ...] = ()
+    summary: str = ""
+    confidence: float = 1.0
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    id: str
+    group_id: GroupId
+    subject_id: str
+    object_id: str
+    subject_name: str
+    object_name: str
+    relation: str
+    edge_type: EdgeType
+    fact: str
+    confidence: float
+    valid_at: datetime | None
+    invalid_at: datetime | None
+    created_at: datetime
+    expired_at: datetime | None = None
+    superseded_by: str | None = None
+    last_seen: datetime | None = None
+    episode_ids: tuple[str, ...] = ()
+    source_message_ids: tuple[str, ...] = ()
+    retrieval_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOutcome:
+    episode_id: str
+    created: bool  # False when the episode was already stored (idempotent replay)
+    screened: bool = False  # True when injection markers kept it out of extraction
+    entities: int = 0
+    facts_added: int = 0
+    facts_reinforced: int = 0
+    facts_invalidated: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    text: str
+    group_ids: tuple[GroupId, ...]
+    as_of: datetime | None = None  # None means now
+    max_facts: int = 10
+    max_episodes: int = 3
+    recipe: str = "hybrid"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredFact:
+    fact: Fact
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredEpisode:
+    episode: Episode
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    facts: tuple[ScoredFact, ...] = ()
+    episodes: tuple[ScoredEpisode, ...] = ()
+    groups: tuple[GroupId, ...] = field(default=())
+
+    @property
+    def empty(self) -> bool:
+        return not self.facts and not self.episodes

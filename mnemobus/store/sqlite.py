@@ -1,0 +1,805 @@
+"""Embedded default backend: one SQLite file in WAL mode, no server.
+
+Why this shape: SQLite is synchronous, so every call runs in a worker thread
+(anyio.to_thread). Readers get one connection per thread (WAL lets them run
+beside the writer); the single writer connection is used by one transaction
+at a time under an async lock. Full-text search is FTS5 with a per-group
+token in every row, so a query only walks its own group's postings; vectors
+live in the embedding columns and are searched through `VectorCache`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from mnemobus.errors import StoreIntegrityError, StoreUnavailable
+from mnemobus.groups import GroupId
+from mnemobus.store.contract import DeleteCounts, FactHop, Hit, Vector
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact
+from mnemobus.store.sqlite_vectors import VectorCache
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+_SEP = "\x1f"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS episodes(
+  id TEXT PRIMARY KEY, group_id TEXT NOT NULL, content TEXT NOT NULL, role TEXT NOT NULL,
+  source_message_id TEXT NOT NULL, reference_time REAL NOT NULL, response TEXT, agent_id TEXT,
+  platform TEXT, channel_id TEXT, created_at REAL NOT NULL, screened INTEGER NOT NULL DEFAULT 0,
+  embedding BLOB);
+CREATE INDEX IF NOT EXISTS episodes_group_time ON episodes(group_id, reference_time);
+CREATE TABLE IF NOT EXISTS entities(
+  id TEXT PRIMARY KEY, group_id TEXT NOT NULL, name TEXT NOT NULL, canonical_name TEXT NOT NULL,
+  type TEXT NOT NULL, summary TEXT NOT NULL DEFAULT '', confidence REAL NOT NULL,
+  first_seen REAL, last_seen REAL, embedding BLOB);
+CREATE INDEX IF NOT EXISTS entities_group ON entities(group_id);
+CREATE TABLE IF NOT EXISTS aliases(
+  group_id TEXT NOT NULL, alias TEXT NOT NULL, entity_id TEXT NOT NULL,
+  PRIMARY KEY(group_id, alias)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS aliases_entity ON aliases(entity_id);
+CREATE TABLE IF NOT EXISTS facts(
+  id TEXT PRIMARY KEY, group_id TEXT NOT NULL, subject_id TEXT NOT NULL, object_id TEXT NOT NULL,
+  relation TEXT NOT NULL, edge_type TEXT NOT NULL, fact TEXT NOT NULL, confidence REAL NOT NULL,
+  valid_at REAL, invalid_at REAL, created_at REAL NOT NULL, expired_at REAL, superseded_by TEXT,
+  last_seen REAL, retrieval_count INTEGER NOT NULL DEFAULT 0, embedding BLOB);
+CREATE INDEX IF NOT EXISTS facts_group ON facts(group_id);
+CREATE INDEX IF NOT EXISTS facts_subject ON facts(subject_id, relation);
+CREATE INDEX IF NOT EXISTS facts_object ON facts(object_id);
+CREATE TABLE IF NOT EXISTS fact_sources(
+  fact_id TEXT NOT NULL, episode_id TEXT NOT NULL, source_message_id TEXT NOT NULL,
+  PRIMARY KEY(fact_id, episode_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS episode_entities(
+  episode_id TEXT NOT NULL, entity_id TEXT NOT NULL, PRIMARY KEY(episode_id, entity_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS episode_entities_entity ON episode_entities(entity_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS episodes_fts USING fts5(gtok, body, tokenize='porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS entities_fts USING fts5(gtok, body, tokenize='porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS facts_fts USING fts5(gtok, body, tokenize='porter unicode61 remove_diacritics 2');
+"""
+
+_VALID_AT = "(f.valid_at IS NULL OR f.valid_at <= :t) AND (f.invalid_at IS NULL OR f.invalid_at > :t)"
+
+_FACT_COLUMNS = """
+f.id, f.group_id, f.subject_id, f.object_id, s.name, o.name, f.relation, f.edge_type, f.fact,
+f.confidence, f.valid_at, f.invalid_at, f.created_at, f.expired_at, f.superseded_by, f.last_seen,
+f.retrieval_count,
+(SELECT group_concat(episode_id, char(31)) FROM fact_sources fs WHERE fs.fact_id = f.id),
+(SELECT group_concat(source_message_id, char(31)) FROM fact_sources fs WHERE fs.fact_id = f.id)
+"""
+_FACT_FROM = "facts f JOIN entities s ON s.id = f.subject_id JOIN entities o ON o.id = f.object_id"
+
+_EPISODE_COLUMNS = (
+    "id, group_id, content, role, source_message_id, reference_time, response, agent_id, platform,"
+    " channel_id, created_at"
+)
+
+
+def group_token(group_id: str) -> str:
+    """A digits-only FTS token per group: the tokenizer and stemmer leave it intact, so it filters exactly."""
+    return "g" + str(int(hashlib.sha256(group_id.encode()).hexdigest()[:15], 16))
+
+
+def _ts(value: datetime | None) -> float | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def _dt(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _blob(vector: Vector | None) -> bytes | None:
+    return None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(value.split(_SEP)) if value else ()
+
+
+def _match(group_id: str, terms: Sequence[str]) -> str | None:
+    """An FTS5 expression: the group's token AND any of the terms, each quoted so no term is syntax."""
+    quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t.strip()]
+    if not quoted:
+        return None
+    return f'gtok : {group_token(group_id)} AND body : ({" OR ".join(quoted)})'
+
+
+def _fact(row: Sequence[Any]) -> Fact:
+    return Fact(
+        id=row[0],
+        group_id=GroupId(row[1]),
+        subject_id=row[2],
+        object_id=row[3],
+        subject_name=row[4],
+        object_name=row[5],
+        relation=row[6],
+        edge_type=row[7],
+        fact=row[8],
+        confidence=row[9],
+        valid_at=_dt(row[10]),
+        invalid_at=_dt(row[11]),
+        created_at=_dt(row[12]) or datetime.fromtimestamp(0, UTC),
+        expired_at=_dt(row[13]),
+        superseded_by=row[14],
+        last_seen=_dt(row[15]),
+        retrieval_count=row[16],
+        episode_ids=_split(row[17]),
+        source_message_ids=_split(row[18]),
+    )
+
+
+def _episode(row: Sequence[Any]) -> Episode:
+    return Episode(
+        id=row[0],
+        group_id=GroupId(row[1]),
+        content=row[2],
+        role=row[3],
+        source_message_id=row[4],
+        reference_time=_dt(row[5]),  # type: ignore[arg-type]
+        response=row[6],
+        agent_id=row[7],
+        platform=row[8],
+        channel_id=row[9],
+        created_at=_dt(row[10]),
+    )
+
+
+def _entity(row: Sequence[Any], aliases: tuple[str, ...]) -> Entity:
+    return Entity(
+        id=row[0],
+        group_id=GroupId(row[1]),
+        name=row[2],
+        canonical_name=row[3],
+        type=row[4],
+        aliases=aliases,
+        summary=row[5],
+        confidence=row[6],
+        first_seen=_dt(row[7]),
+        last_seen=_dt(row[8]),
+    )
+
+
+_TRANSIENT_MARKERS = ("locked", "busy", "disk i/o", "unable to open", "disk is full", "readonly", "no such table")
+
+
+def _translate(exc: sqlite3.Error) -> Exception:
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _TRANSIENT_MARKERS):
+        return StoreUnavailable(f"sqlite: {exc}")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return StoreIntegrityError(f"sqlite: {exc}")
+    if isinstance(exc, (sqlite3.OperationalError, sqlite3.DatabaseError)):
+        return StoreUnavailable(f"sqlite: {exc}")
+    return StoreIntegrityError(f"sqlite: {exc}")
+
+
+class SqliteStore:
+    name = "sqlite"
+
+    def __init__(self, path: Path | str, *, dim: int = 384, vector_cache_mb: int = 512) -> None:
+        self.path = Path(path)
+        self.dim = dim
+        self.vectors = VectorCache(dim, vector_cache_mb * 1024 * 1024)
+        self._writer: sqlite3.Connection | None = None
+        self._write_lock = anyio.Lock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._pending_retrievals: dict[str, int] = {}
+        self._pending_lock = threading.Lock()
+        self._closed = True
+
+    # -- connections -----------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("PRAGMA cache_size=-65536")
+        conn.execute("PRAGMA mmap_size=268435456")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreUnavailable("sqlite store is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "owner", None) is not self:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only=1")
+            self._local.conn = conn
+            self._local.owner = self
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        def guarded() -> T:
+            try:
+                return fn()
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+
+        return await anyio.to_thread.run_sync(guarded)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._run(lambda: fn(self._reader()))
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def open(self) -> None:
+        def setup() -> sqlite3.Connection:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._connect()
+            conn.executescript(_SCHEMA)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?), ('dim', ?)",
+                (str(SCHEMA_VERSION), str(self.dim)),
+            )
+            stored_dim = int(conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()[0])
+            if stored_dim != self.dim:
+                conn.close()
+                raise StoreIntegrityError(
+                    f"{self.path} holds {stored_dim}-dimensional embeddings; the configured embedder makes {self.dim}"
+                )
+            return conn
+
+        self._writer = await self._run(setup)
+        self._closed = False
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        async with self._write_lock:
+            await self._run(self._flush_retrievals)
+            self._closed = True
+            with self._readers_lock:
+                readers, self._readers = self._readers, []
+            for conn in readers:
+                conn.close()
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    async def ping(self) -> None:
+        await self._read(lambda c: c.execute("SELECT 1").fetchone())
+
+    # -- episodes ------------------------------------------------------------------
+
+    async def get_episode(self, group_id: GroupId, episode_id: str) -> Episode | None:
+        def q(c: sqlite3.Connection) -> Episode | None:
+            row = c.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE id = ? AND group_id = ?", (episode_id, group_id)
+            ).fetchone()
+            return _episode(row) if row else None
+
+        return await self._read(q)
+
+    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
+        ids = list(dict.fromkeys(episode_ids))
+        if not ids:
+            return []
+
+        def q(c: sqlite3.Connection) -> list[Episode]:
+            marks = ",".join("?" * len(ids))
+            rows = c.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE group_id = ? AND id IN ({marks})", (group_id, *ids)
+            ).fetchall()
+            by_id = {r[0]: _episode(r) for r in rows}
+            return [by_id[i] for i in ids if i in by_id]
+
+        return await self._read(q)
+
+    async def episodes(self, group_id: GroupId, last_n: int = 10) -> list[Episode]:
+        def q(c: sqlite3.Connection) -> list[Episode]:
+            rows = c.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE group_id = ?"
+                " ORDER BY reference_time DESC, rowid DESC LIMIT ?",
+                (group_id, max(0, last_n)),
+            ).fetchall()
+            return [_episode(r) for r in rows]
+
+        return await self._read(q)
+
+    async def count_episodes(self, group_id: GroupId | None = None) -> int:
+        return await self._count("episodes", group_id)
+
+    async def count_facts(self, group_id: GroupId | None = None) -> int:
+        return await self._count("facts", group_id)
+
+    async def count_screened(self, group_id: GroupId | None = None) -> int:
+        return await self._count("episodes", group_id, "screened = 1")
+
+    async def _count(self, table: str, group_id: GroupId | None, extra: str = "1") -> int:
+        def q(c: sqlite3.Connection) -> int:
+            if group_id is None:
+                return c.execute(f"SELECT count(*) FROM {table} WHERE {extra}").fetchone()[0]
+            return c.execute(f"SELECT count(*) FROM {table} WHERE group_id = ? AND {extra}", (group_id,)).fetchone()[0]
+
+        return await self._read(q)
+
+    async def delete_group(self, group_id: GroupId) -> DeleteCounts:
+        tok = group_token(group_id)
+
+        def work() -> DeleteCounts:
+            c = self._writer_conn()
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                c.execute(
+                    "DELETE FROM fact_sources WHERE fact_id IN (SELECT id FROM facts WHERE group_id = ?)", (group_id,)
+                )
+                c.execute(
+                    "DELETE FROM episode_entities WHERE episode_id IN (SELECT id FROM episodes WHERE group_id = ?)",
+                    (group_id,),
+                )
+                c.execute("DELETE FROM aliases WHERE group_id = ?", (group_id,))
+                for fts in ("facts_fts", "entities_fts", "episodes_fts"):
+                    c.execute(f"DELETE FROM {fts} WHERE gtok MATCH ?", (tok,))
+                facts = c.execute("DELETE FROM facts WHERE group_id = ?", (group_id,)).rowcount
+                entities = c.execute("DELETE FROM entities WHERE group_id = ?", (group_id,)).rowcount
+                episodes = c.execute("DELETE FROM episodes WHERE group_id = ?", (group_id,)).rowcount
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            return DeleteCounts(episodes=episodes, entities=entities, facts=facts)
+
+        async with self._write_lock:
+            counts = await self._run(work)
+        self.vectors.drop_group(group_id)
+        return counts
+
+    def _writer_conn(self) -> sqlite3.Connection:
+        if self._closed or self._writer is None:
+            raise StoreUnavailable("sqlite store is closed")
+        return self._writer
+
+    # -- the write transaction ----------------------------------------------------------
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqliteTxn]:
+        async with self._write_lock:
+            conn = self._writer_conn()
+            await self._run(lambda: (conn.execute("BEGIN IMMEDIATE"), self._flush_retrievals_in(conn)))
+            txn = SqliteTxn(self, conn)
+            try:
+                yield txn
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._run(lambda: conn.execute("ROLLBACK"))
+                for group_id in txn.groups:  # the cache may hold rows that were rolled back
+                    self.vectors.drop_group(group_id)
+                raise
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self._run(lambda: conn.execute("COMMIT"))
+
+    def _flush_retrievals_in(self, conn: sqlite3.Connection) -> None:
+        with self._pending_lock:
+            pending, self._pending_retrievals = self._pending_retrievals, {}
+        if pending:
+            conn.executemany(
+                "UPDATE facts SET retrieval_count = retrieval_count + ? WHERE id = ?",
+                [(n, fid) for fid, n in pending.items()],
+            )
+
+    def _flush_retrievals(self) -> None:
+        if self._writer is None or not self._pending_retrievals:
+            return
+        c = self._writer
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            self._flush_retrievals_in(c)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def _with_pending(self, facts: list[Fact]) -> list[Fact]:
+        """Retrievals not yet flushed still count: reads in this process see their own increments."""
+        pending = self._pending_retrievals
+        if not pending:
+            return facts
+        return [f if f.id not in pending else replace(f, retrieval_count=f.retrieval_count + pending[f.id]) for f in facts]
+
+    async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
+        """Counted in memory and written with the next transaction: recall never waits on the writer."""
+        with self._pending_lock:
+            for fid in fact_ids:
+                self._pending_retrievals[fid] = self._pending_retrievals.get(fid, 0) + 1
+            backlog = len(self._pending_retrievals)
+        if backlog >= 1000 and not self._write_lock.locked():
+            async with self._write_lock:
+                await self._run(self._flush_retrievals)
+
+    # -- candidate queries ------------------------------------------------------------
+
+    async def _fts(self, table: str, group_id: GroupId, terms: Sequence[str], limit: int, join: str = "",
+                   where: str = "", params: dict[str, Any] | None = None) -> list[Hit]:
+        expr = _match(group_id, terms)
+        if expr is None or limit <= 0:
+            return []
+        base = table.removesuffix("_fts")
+
+        def q(c: sqlite3.Connection) -> list[Hit]:
+            sql = (
+                f"SELECT x.id, bm25({table}, 0.0, 1.0) AS r FROM {table} JOIN {base} x ON x.rowid = {table}.rowid"
+                f" {join} WHERE {table} MATCH :m AND x.group_id = :g {where} ORDER BY r LIMIT :k"
+            )
+            rows = c.execute(sql, {"m": expr, "g": group_id, "k": limit, **(params or {})}).fetchall()
+            return [Hit(r[0], -float(r[1])) for r in rows]
+
+        return await self._read(q)
+
+    async def search_facts_text(self, group_id: GroupId, terms: Sequence[str], as_of: datetime, limit: int) -> list[Hit]:
+        where = "AND (x.valid_at IS NULL OR x.valid_at <= :t) AND (x.invalid_at IS NULL OR x.invalid_at > :t)"
+        return await self._fts("facts_fts", group_id, terms, limit, where=where, params={"t": _ts(as_of)})
+
+    async def search_entities_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
+        return await self._fts("entities_fts", group_id, terms, limit)
+
+    async def search_episodes_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
+        return await self._fts("episodes_fts", group_id, terms, limit)
+
+    async def _vector(self, table: str, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
+        if limit <= 0:
+            return []
+        return await self._read(
+            lambda c: [Hit(i, s) for i, s in self.vectors.search(c, table, group_id, np.asarray(vector), limit)]
+        )
+
+    async def search_facts_vector(self, group_id: GroupId, vector: Vector, as_of: datetime, limit: int) -> list[Hit]:
+        if limit <= 0:
+            return []
+        t = _ts(as_of)
+
+        def q(c: sqlite3.Connection) -> list[Hit]:
+            hits = self.vectors.search(c, "facts", group_id, np.asarray(vector), limit * 4)
+            if not hits:
+                return []
+            marks = ",".join("?" * len(hits))
+            valid = {
+                r[0]
+                for r in c.execute(
+                    f"SELECT id FROM facts f WHERE group_id = ? AND id IN ({marks})"
+                    " AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)",
+                    (group_id, *(h[0] for h in hits), t, t),
+                )
+            }
+            return [Hit(i, s) for i, s in hits if i in valid][:limit]
+
+        return await self._read(q)
+
+    async def search_entities_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
+        return await self._vector("entities", group_id, vector, limit)
+
+    async def search_episodes_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
+        return await self._vector("episodes", group_id, vector, limit)
+
+    async def neighbourhood(
+        self,
+        group_id: GroupId,
+        entity_ids: Sequence[str],
+        *,
+        as_of: datetime,
+        max_hops: int,
+        relations: Sequence[str] | None = None,
+        edge_types: Sequence[EdgeType] | None = None,
+        limit: int = 50,
+    ) -> list[FactHop]:
+        t = _ts(as_of)
+        filters = ""
+        extra: list[Any] = []
+        if relations:
+            filters += f" AND f.relation IN ({','.join('?' * len(relations))})"
+            extra += list(relations)
+        if edge_types:
+            filters += f" AND f.edge_type IN ({','.join('?' * len(edge_types))})"
+            extra += list(edge_types)
+
+        def q(c: sqlite3.Connection) -> list[FactHop]:
+            seen_entities = set(entity_ids)
+            frontier = list(dict.fromkeys(entity_ids))
+            out: list[FactHop] = []
+            seen_facts: set[str] = set()
+            for hop in range(1, max_hops + 1):
+                if not frontier or len(out) >= limit:
+                    break
+                marks = ",".join("?" * len(frontier))
+                rows = c.execute(
+                    f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = ?"
+                    f" AND (f.subject_id IN ({marks}) OR f.object_id IN ({marks}))"
+                    " AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)"
+                    f"{filters} ORDER BY f.confidence DESC, f.id LIMIT ?",
+                    (group_id, *frontier, *frontier, t, t, *extra, limit * 4),
+                ).fetchall()
+                nxt: list[str] = []
+                for row in rows:
+                    fact = _fact(row)
+                    if fact.id in seen_facts:
+                        continue
+                    seen_facts.add(fact.id)
+                    if len(out) < limit:
+                        out.append(FactHop(fact, hop))
+                    for eid in (fact.subject_id, fact.object_id):
+                        if eid not in seen_entities:
+                            seen_entities.add(eid)
+                            nxt.append(eid)
+                frontier = nxt
+            return out
+
+        return await self._read(q)
+
+    # -- fetches ------------------------------------------------------------------------------
+
+    async def get_facts(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Fact]:
+        ids = list(dict.fromkeys(fact_ids))
+        if not ids:
+            return []
+
+        def q(c: sqlite3.Connection) -> list[Fact]:
+            marks = ",".join("?" * len(ids))
+            rows = c.execute(
+                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = ? AND f.id IN ({marks})", (group_id, *ids)
+            ).fetchall()
+            by_id = {r[0]: _fact(r) for r in rows}
+            return [by_id[i] for i in ids if i in by_id]
+
+        return self._with_pending(await self._read(q))
+
+    async def get_entities(self, group_id: GroupId, entity_ids: Sequence[str]) -> list[Entity]:
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids:
+            return []
+        return await self._read(lambda c: _load_entities(c, group_id, ids))
+
+    async def facts_valid_at(self, group_id: GroupId, as_of: datetime, limit: int = 1000) -> list[Fact]:
+        def q(c: sqlite3.Connection) -> list[Fact]:
+            rows = c.execute(
+                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = :g AND {_VALID_AT}"
+                " ORDER BY coalesce(f.valid_at, -1e18), f.id LIMIT :k",
+                {"g": group_id, "t": _ts(as_of), "k": limit},
+            ).fetchall()
+            return [_fact(r) for r in rows]
+
+        return await self._read(q)
+
+    async def edge_history(self, group_id: GroupId, subject_id: str, relation: str | None = None) -> list[Fact]:
+        def q(c: sqlite3.Connection) -> list[Fact]:
+            sql = f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = ? AND f.subject_id = ?"
+            params: list[Any] = [group_id, subject_id]
+            if relation is not None:
+                sql += " AND f.relation = ?"
+                params.append(relation)
+            sql += " ORDER BY coalesce(f.valid_at, -1e18) DESC, f.created_at DESC"
+            return [_fact(r) for r in c.execute(sql, params).fetchall()]
+
+        return await self._read(q)
+
+    # -- bulk loading (benchmarks, imports) -------------------------------------------------
+
+    def bulk_load_sync(self, entities: Sequence[tuple[Entity, Vector | None]],
+                       facts: Sequence[tuple[Fact, Vector | None]]) -> None:
+        """Load pre-resolved rows in one transaction, bypassing resolution: for benchmarks and imports only."""
+        c = self._writer_conn()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for entity, vec in entities:
+                _insert_entity(c, entity, vec)
+            for fact, vec in facts:
+                _insert_fact(c, fact, vec)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+
+def _load_entities(c: sqlite3.Connection, group_id: str, ids: list[str]) -> list[Entity]:
+    marks = ",".join("?" * len(ids))
+    rows = c.execute(
+        "SELECT id, group_id, name, canonical_name, type, summary, confidence, first_seen, last_seen"
+        f" FROM entities WHERE group_id = ? AND id IN ({marks})",
+        (group_id, *ids),
+    ).fetchall()
+    aliases: dict[str, list[str]] = {}
+    for eid, alias in c.execute(
+        f"SELECT entity_id, alias FROM aliases WHERE group_id = ? AND entity_id IN ({marks}) ORDER BY alias",
+        (group_id, *ids),
+    ):
+        aliases.setdefault(eid, []).append(alias)
+    by_id = {r[0]: _entity(r, tuple(aliases.get(r[0], ()))) for r in rows}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def _entity_fts_body(c: sqlite3.Connection, group_id: str, entity_id: str, name: str) -> str:
+    aliases = [a for (a,) in c.execute("SELECT alias FROM aliases WHERE group_id = ? AND entity_id = ?", (group_id, entity_id))]
+    return " ".join(dict.fromkeys([name, *aliases]))
+
+
+def _insert_entity(c: sqlite3.Connection, e: Entity, vec: Vector | None) -> None:
+    if c.execute("SELECT 1 FROM entities WHERE id = ?", (e.id,)).fetchone() is not None:
+        raise StoreIntegrityError(f"entity {e.id} is already stored")
+    cur = c.execute(
+        "INSERT INTO entities(id, group_id, name, canonical_name, type, summary, confidence, first_seen, last_seen,"
+        " embedding) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (e.id, e.group_id, e.name, e.canonical_name, e.type, e.summary, e.confidence, _ts(e.first_seen),
+         _ts(e.last_seen), _blob(vec)),
+    )
+    rowid = cur.lastrowid
+    for alias in dict.fromkeys((e.canonical_name, *e.aliases)):
+        c.execute("INSERT OR IGNORE INTO aliases(group_id, alias, entity_id) VALUES (?,?,?)", (e.group_id, alias, e.id))
+    c.execute(
+        "INSERT INTO entities_fts(rowid, gtok, body) VALUES (?,?,?)",
+        (rowid, group_token(e.group_id), _entity_fts_body(c, e.group_id, e.id, e.name)),
+    )
+
+
+def _insert_fact(c: sqlite3.Connection, f: Fact, vec: Vector | None) -> None:
+    if c.execute("SELECT 1 FROM facts WHERE id = ?", (f.id,)).fetchone() is not None:
+        raise StoreIntegrityError(f"fact {f.id} is already stored")
+    cur = c.execute(
+        "INSERT INTO facts(id, group_id, subject_id, object_id, relation, edge_type, fact, confidence, valid_at,"
+        " invalid_at, created_at, expired_at, superseded_by, last_seen, retrieval_count, embedding)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (f.id, f.group_id, f.subject_id, f.object_id, f.relation, f.edge_type, f.fact, f.confidence,
+         _ts(f.valid_at), _ts(f.invalid_at), _ts(f.created_at), _ts(f.expired_at), f.superseded_by,
+         _ts(f.last_seen), f.retrieval_count, _blob(vec)),
+    )
+    body = f"{f.fact} {f.subject_name} {f.relation.replace('_', ' ')} {f.object_name}"
+    c.execute("INSERT INTO facts_fts(rowid, gtok, body) VALUES (?,?,?)", (cur.lastrowid, group_token(f.group_id), body))
+    for episode_id, message_id in zip(f.episode_ids, f.source_message_ids, strict=False):
+        c.execute(
+            "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id, source_message_id) VALUES (?,?,?)",
+            (f.id, episode_id, message_id),
+        )
+
+
+class SqliteTxn:
+    """The WriteTxn of SqliteStore: every call runs on the writer connection inside BEGIN IMMEDIATE."""
+
+    def __init__(self, store: SqliteStore, conn: sqlite3.Connection) -> None:
+        self._store = store
+        self._c = conn
+        self.groups: set[str] = set()
+
+    async def _do(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._store._run(lambda: fn(self._c))
+
+    async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
+        e = episode
+
+        def w(c: sqlite3.Connection) -> bool:
+            cur = c.execute(
+                f"INSERT OR IGNORE INTO episodes({_EPISODE_COLUMNS}, screened, embedding)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (e.id, e.group_id, e.content, e.role, e.source_message_id, _ts(e.reference_time), e.response,
+                 e.agent_id, e.platform, e.channel_id, _ts(e.created_at or datetime.now(UTC)), int(screened),
+                 None if screened else _blob(embedding)),
+            )
+            if cur.rowcount == 0:
+                return False
+            if screened:  # kept for audit, never searchable: it must not reach a prompt as memory
+                return True
+            body = e.content if not e.response else f"{e.content}\n{e.response}"
+            c.execute(
+                "INSERT INTO episodes_fts(rowid, gtok, body) VALUES (?,?,?)",
+                (cur.lastrowid, group_token(e.group_id), body),
+            )
+            return True
+
+        return await self._do(w)
+
+    async def entity_by_alias(self, group_id: GroupId, alias: str) -> Entity | None:
+        def r(c: sqlite3.Connection) -> Entity | None:
+            row = c.execute("SELECT entity_id FROM aliases WHERE group_id = ? AND alias = ?", (group_id, alias)).fetchone()
+            if row is None:
+                return None
+            found = _load_entities(c, group_id, [row[0]])
+            return found[0] if found else None
+
+        return await self._do(r)
+
+    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
+        self.groups.add(group_id)
+
+        def r(c: sqlite3.Connection) -> list[tuple[Entity, float]]:
+            hits = self._store.vectors.search(c, "entities", group_id, np.asarray(vector), k)
+            entities = {e.id: e for e in _load_entities(c, group_id, [h[0] for h in hits])} if hits else {}
+            return [(entities[i], s) for i, s in hits if i in entities]
+
+        return await self._do(r)
+
+    async def insert_entity(self, entity: Entity, embedding: Vector | None) -> None:
+        await self._do(lambda c: _insert_entity(c, entity, embedding))
+
+    async def observe_entity(self, group_id: GroupId, entity_id: str, *, name: str, alias: str, seen: datetime) -> None:
+        t = _ts(seen)
+
+        def w(c: sqlite3.Connection) -> None:
+            row = c.execute("SELECT rowid FROM entities WHERE id = ? AND group_id = ?", (entity_id, group_id)).fetchone()
+            if row is None:
+                raise StoreIntegrityError(f"entity {entity_id} is not in group {group_id}")
+            c.execute(
+                "UPDATE entities SET name = ?, last_seen = max(coalesce(last_seen, ?), ?),"
+                " first_seen = min(coalesce(first_seen, ?), ?) WHERE id = ?",
+                (name, t, t, t, t, entity_id),
+            )
+            c.execute("INSERT OR IGNORE INTO aliases(group_id, alias, entity_id) VALUES (?,?,?)", (group_id, alias, entity_id))
+            c.execute("DELETE FROM entities_fts WHERE rowid = ?", (row[0],))
+            c.execute(
+                "INSERT INTO entities_fts(rowid, gtok, body) VALUES (?,?,?)",
+                (row[0], group_token(group_id), _entity_fts_body(c, group_id, entity_id, name)),
+            )
+
+        await self._do(w)
+
+    async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None:
+        await self._do(
+            lambda c: c.execute(
+                "INSERT OR IGNORE INTO episode_entities(episode_id, entity_id) VALUES (?,?)", (episode_id, entity_id)
+            )
+        )
+
+    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
+        def r(c: sqlite3.Connection) -> list[Fact]:
+            rows = c.execute(
+                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = ? AND f.subject_id = ? AND f.relation = ?"
+                " ORDER BY coalesce(f.valid_at, -1e18), f.created_at, f.id",
+                (group_id, subject_id, relation),
+            ).fetchall()
+            return [_fact(x) for x in rows]
+
+        return await self._do(r)
+
+    async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
+        def w(c: sqlite3.Connection) -> None:
+            found = c.execute(
+                "SELECT count(*) FROM entities WHERE group_id = ? AND id IN (?, ?)",
+                (fact.group_id, fact.subject_id, fact.object_id),
+            ).fetchone()[0]
+            if found != len({fact.subject_id, fact.object_id}):
+                raise StoreIntegrityError(f"fact {fact.id} names an entity that is not in group {fact.group_id}")
+            _insert_fact(c, fact, embedding)
+
+        await self._do(w)
+
+    async def update_fact(self, fact: Fact) -> None:
+        f = fact
+
+        def w(c: sqlite3.Connection) -> None:
+            cur = c.execute(
+                "UPDATE facts SET confidence = ?, last_seen = ?, valid_at = ?, invalid_at = ?, expired_at = ?,"
+                " superseded_by = ? WHERE id = ? AND group_id = ?",
+                (f.confidence, _ts(f.last_seen), _ts(f.valid_at), _ts(f.invalid_at), _ts(f.expired_at),
+                 f.superseded_by, f.id, f.group_id),
+            )
+            if cur.rowcount != 1:
+                raise StoreIntegrityError(f"fact {f.id} is not in group {f.group_id}")
+
+        await self._do(w)
+
+    async def add_fact_source(self, group_id: GroupId, fact_id: str, episode_id: str, source_message_id: str) -> None:
+        await self._do(
+            lambda c: c.execute(
+                "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id, source_message_id) VALUES (?,?,?)",
+                (fact_id, episode_id, source_message_id),
+            )
+        )

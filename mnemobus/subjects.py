@@ -1,0 +1,78 @@
+"""Every subject, stream and durable name in one place.
+
+Names are built by functions so a typo is a NameError, not a silent
+subscription to nothing, and so README can list them from one source.
+"""
+
+from __future__ import annotations
+
+from mnemobus.groups import GroupId
+
+SKILL_REQUEST = "agent.skill.request"
+SKILL_EXECUTE_PREFIX = "agent.skill.execute"
+SKILL_RESPONSE_PREFIX = "agent.skill.response"
+EPISODE_PREFIX = "memory.episode"
+DLQ_PREFIX = "memory.dlq"
+API_PREFIX = "memory.api"
+HEARTBEAT_PREFIX = "memory.heartbeat"
+GOAL_PREFIX = "worldstate.goal"
+
+EPISODE_STREAM = "MEMORY_EPISODES"
+DLQ_STREAM = "MEMORY_DLQ"
+WORKER_DURABLE = "memory-worker"
+PLUGIN_QUEUE = "memory-plugin"
+
+#: Dead letters whose group could not be determined (the message never parsed).
+UNROUTED_GROUP = "_unrouted"
+
+
+def _token(value: str, what: str) -> str:
+    if not value or any(c in value for c in " .*>\t\r\n"):
+        raise ValueError(f"{what} {value!r} is not a valid NATS subject token")
+    return value
+
+
+def skill_execute(agent_id: str) -> str:
+    return f"{SKILL_EXECUTE_PREFIX}.{_token(agent_id, 'agent id')}"
+
+
+def skill_response(agent_id: str) -> str:
+    return f"{SKILL_RESPONSE_PREFIX}.{_token(agent_id, 'agent id')}"
+
+
+def episode(group_id: GroupId) -> str:
+    return f"{EPISODE_PREFIX}.{group_id}"
+
+
+def dlq(group_id: str) -> str:
+    return f"{DLQ_PREFIX}.{_token(group_id, 'group id')}"
+
+
+def api(endpoint: str) -> str:
+    return f"{API_PREFIX}.{_token(endpoint, 'endpoint')}"
+
+
+def heartbeat(role: str) -> str:
+    return f"{HEARTBEAT_PREFIX}.{_token(role, 'role')}"
+
+
+def goal(goal_id: str) -> str:
+    return f"{GOAL_PREFIX}.{_token(goal_id, 'goal id')}"
+
+
+ALL = {
+    "request": SKILL_REQUEST,
+    "execute": f"{SKILL_EXECUTE_PREFIX}.<agentId>",
+    "response": f"{SKILL_RESPONSE_PREFIX}.<agentId>",
+    "episode": f"{EPISODE_PREFIX}.<group_id>",
+    "dlq": f"{DLQ_PREFIX}.<group_id>",
+    "api": f"{API_PREFIX}.<endpoint>",
+    "heartbeat": f"{HEARTBEAT_PREFIX}.<role>",
+    "goal": f"{GOAL_PREFIX}.<goal_id>",
+}
+
+HEARTBEAT_BUCKET = "MEMORY_HEARTBEATS"
+
+
+def heartbeat_key(role: str, instance: str) -> str:
+    return f"{_token(role, 'role')}.{_token(instance, 'instance')}"

@@ -1,0 +1,45 @@
+"""A built-in executor for demos and tests: answers on `agent.skill.execute.<agent>`.
+
+It stands in for a real agent so `make run` shows the whole path with no LLM:
+it tells what it received and how many recalled lines came with it.
+"""
+
+from __future__ import annotations
+
+from mnemobus import subjects
+from mnemobus.bus.endpoint import MessageContext
+from mnemobus.bus.router import Router
+from mnemobus.envelope import EnrichedRequest, WireModel
+from mnemobus.plugin import PluginContext
+
+
+class ExecutorReply(WireModel):
+    content: str | None = None
+    error: str | None = None
+
+
+class EchoExecutor:
+    name = "echo-executor"
+
+    def __init__(self, agent_id: str = "echo") -> None:
+        self.agent_id = agent_id
+        self.router = Router(f"executor-{agent_id}")
+        self.router.subscriber(subjects.skill_execute(agent_id), model=EnrichedRequest,
+                               name=f"execute_{agent_id}")(self.on_execute)
+        self.ctx: PluginContext | None = None
+
+    async def start(self, ctx: PluginContext) -> None:
+        self.ctx = ctx
+
+    async def stop(self) -> None:
+        self.ctx = None
+
+    async def on_execute(self, req: EnrichedRequest, mctx: MessageContext) -> ExecutorReply:
+        original = req.original_content or req.payload.content
+        recalled = [line for line in req.memory.block.splitlines() if line.startswith("- ")]
+        if self.ctx and self.ctx.echo:
+            self.ctx.echo(f"[executor {self.agent_id}] got {original!r} with {len(recalled)} recalled line(s)")
+            for line in recalled:
+                self.ctx.echo(f"[executor {self.agent_id}]   {line}")
+        memory_note = f" I was reminded of {len(recalled)} thing(s)." if recalled else ""
+        return ExecutorReply(content=f"Noted: {original.rstrip('.')}.{memory_note}")

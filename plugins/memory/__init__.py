@@ -1,0 +1,3 @@
+from plugins.memory.plugin import MemoryPlugin
+
+__all__ = ["MemoryPlugin"]

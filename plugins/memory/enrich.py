@@ -1,0 +1,65 @@
+"""Recall for the request path: every group in parallel, one deadline, never an exception.
+
+The deadline is the whole budget memory may add to a request; when it runs
+out, or the store fails, the caller gets status timeout/error and forwards
+the request unenriched.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import anyio
+
+from mnemobus.engine.render import render_context
+from mnemobus.groups import GroupId
+from mnemobus.envelope import MemoryContext
+from mnemobus.plugin import PluginContext
+from mnemobus.store.model import RecallQuery, RecallResult
+
+log = logging.getLogger("mnemobus.plugin.memory")
+
+
+async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupId, ...]) -> MemoryContext:
+    engine = ctx.engine
+    cfg = ctx.settings.memory
+    if engine is None:
+        ctx.metrics.fail_open.labels(reason="no_engine").inc()
+        return MemoryContext(groups=list(groups), status="error")
+    results: dict[GroupId, RecallResult] = {}
+    failures: list[str] = []
+
+    async def one(group: GroupId) -> None:
+        try:
+            results[group] = await engine.recall(
+                RecallQuery(text=text, group_ids=(group,), max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
+        except Exception as exc:  # fail open: the agent still gets its request
+            failures.append(f"{group}: {type(exc).__name__}: {exc}")
+
+    started = time.perf_counter()
+    with anyio.move_on_after(cfg.recall_deadline_ms / 1000) as scope:
+        async with anyio.create_task_group() as tg:
+            for g in groups:
+                tg.start_soon(one, g)
+    elapsed = time.perf_counter() - started
+    ctx.metrics.recall_seconds.observe(elapsed)
+    latency_ms = elapsed * 1000
+    if scope.cancelled_caught:
+        ctx.metrics.fail_open.labels(reason="timeout").inc()
+        log.warning("recall for %s exceeded its %.0f ms deadline; forwarding unenriched", list(groups), cfg.recall_deadline_ms)
+        return MemoryContext(groups=list(groups), status="timeout", latency_ms=latency_ms)
+    if failures:
+        ctx.metrics.fail_open.labels(reason="error").inc()
+        log.warning("recall failed, forwarding unenriched: %s", "; ".join(failures)[:500])
+        return MemoryContext(groups=list(groups), status="error", latency_ms=latency_ms)
+    merged = RecallResult(
+        facts=tuple(f for g in groups for f in results[g].facts),
+        episodes=tuple(e for g in groups for e in results[g].episodes),
+        groups=groups,
+    )
+    block = render_context(merged, cfg.context_budget_chars)
+    return MemoryContext(
+        groups=list(groups), block=block, facts=len(merged.facts), episodes=len(merged.episodes),
+        status="enriched" if block else "empty", latency_ms=latency_ms,
+    )

@@ -1,0 +1,151 @@
+"""The memory plugin: enrich a skill request with recalled facts, forward it, record the exchange.
+
+Fail open on the way in (memory trouble never blocks an agent: recall runs
+under one deadline and the request goes on unenriched when it expires), fail
+safe on the way out (episodes go to a durable stream with a message id the
+server de-duplicates, and the worker acks only what it stored).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import anyio
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from mnemobus import subjects
+from mnemobus.bus.endpoint import MessageContext
+from mnemobus.bus.router import Router
+from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest, SkillResponse
+from mnemobus.groups import GroupId
+from mnemobus.identity import Resolution
+from mnemobus.plugin import PluginContext
+from plugins.memory.enrich import recall_for_request
+from mnemobus.store.model import episode_id_for
+
+log = logging.getLogger("mnemobus.plugin.memory")
+
+
+class MemoryPlugin:
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.router = Router(subjects.PLUGIN_QUEUE)
+        self.router.subscriber(subjects.SKILL_REQUEST, model=SkillRequest, queue=subjects.PLUGIN_QUEUE,
+                               name="skill_request")(self.on_request)
+        self.ctx: PluginContext | None = None
+
+    async def start(self, ctx: PluginContext) -> None:
+        self.ctx = ctx
+
+    async def stop(self) -> None:
+        self.ctx = None
+
+    def _say(self, text: str) -> None:
+        if self.ctx and self.ctx.echo:
+            self.ctx.echo(f"[memory plugin] {text}")
+
+    async def on_request(self, req: SkillRequest, mctx: MessageContext) -> None:
+        ctx = self.ctx
+        assert ctx is not None, "plugin used before start"
+        agent_id = req.payload.meta.agent_id
+        who = ctx.identity.resolve(req.source.platform, req.source.user_id, agent_id, req.payload.meta.system_actor)
+        if who.groups:
+            mctx.group_id = who.groups[0]
+        memory = await self._recall(ctx, req, who)
+        ctx.metrics.requests.labels(status=memory.status).inc()
+        self._say(f"request {req.id[:8]} from {req.source.platform}:{req.source.user_id or '-'} -> "
+                  f"groups {list(who.groups) or '(none: ' + who.reason + ')'}; recall {memory.status}, "
+                  f"{memory.facts} fact(s), {memory.latency_ms:.1f} ms")
+        original = req.payload.content
+        enriched = EnrichedRequest.model_validate(req.model_dump(by_alias=True))
+        enriched.memory = memory
+        enriched.original_content = original
+        if memory.block:
+            enriched.payload.content = f"{memory.block}\n\n{original}"
+
+        response = await self._execute(ctx, enriched, agent_id)
+        wire = response.to_wire()
+        if mctx.reply:
+            await ctx.bus.publish(mctx.reply, wire)
+        if req.reply and req.reply.topic and req.reply.topic != mctx.reply:
+            await ctx.bus.publish(req.reply.topic, wire)
+        await ctx.bus.publish(subjects.skill_response(agent_id), wire)
+
+        if who.groups and response.error is None:
+            await self._emit_episodes(ctx, req, response, who.groups)
+
+    async def _recall(self, ctx: PluginContext, req: SkillRequest, who: Resolution) -> MemoryContext:
+        if not who.memory_on:
+            status = "disabled" if who.reason == "memory_disabled" else "skipped"
+            return MemoryContext(status=status)
+        return await recall_for_request(ctx, req.payload.content, who.groups)
+
+    async def _execute(self, ctx: PluginContext, enriched: EnrichedRequest, agent_id: str) -> SkillResponse:
+        base = dict(correlation_id=enriched.trace_id, request_id=enriched.id, agent_id=agent_id, memory=enriched.memory)
+        timeout = ctx.settings.memory.executor_timeout_s
+        try:
+            msg = await ctx.bus.request(subjects.skill_execute(agent_id), enriched.to_wire(), timeout)
+        except NoRespondersError:
+            ctx.metrics.executor_errors.labels(kind="no_responders").inc()
+            return SkillResponse(error=f"no executor is listening on {subjects.skill_execute(agent_id)}", **base)
+        except (NatsTimeout, TimeoutError):
+            ctx.metrics.executor_errors.labels(kind="timeout").inc()
+            return SkillResponse(error=f"executor for agent {agent_id!r} did not answer within {timeout:g}s", **base)
+        content, error = _read_executor_reply(msg.data)
+        if error:
+            ctx.metrics.executor_errors.labels(kind="error").inc()
+        return SkillResponse(content=content, error=error, **base)
+
+    async def _emit_episodes(self, ctx: PluginContext, req: SkillRequest, response: SkillResponse,
+                             groups: tuple[GroupId, ...]) -> None:
+        for group in groups:
+            episode = EpisodeMessage(
+                episode_id=episode_id_for(group, req.id, "exchange"),
+                group_id=group,
+                content=req.payload.content,
+                response=response.content,
+                source_message_id=req.id,
+                correlation_id=req.trace_id,
+                agent_id=req.payload.meta.agent_id,
+                platform=req.source.platform,
+                channel_id=req.source.channel_id,
+                user_id=req.source.user_id,
+                reference_time=req.timestamp,
+            )
+            await self._publish_episode(ctx, episode)
+        self._say(f"episode(s) for request {req.id[:8]} queued to {', '.join(groups)}")
+
+    async def _publish_episode(self, ctx: PluginContext, episode: EpisodeMessage) -> None:
+        delay = 0.2
+        for attempt in range(1, 6):
+            try:
+                await ctx.bus.js_publish(subjects.episode(GroupId(episode.group_id)), episode.to_wire(),
+                                         msg_id=episode.episode_id)
+                ctx.metrics.episodes_emitted.inc()
+                return
+            except Exception as exc:  # JetStream unavailable or slow: retry, then say so loudly
+                if attempt == 5:
+                    ctx.metrics.episode_emit_errors.inc()
+                    log.error("episode %s for group %s could not be published after %d attempts: %s",
+                              episode.episode_id, episode.group_id, attempt, exc)
+                    return
+                await anyio.sleep(delay)
+                delay *= 2
+
+
+def _read_executor_reply(data: bytes) -> tuple[str | None, str | None]:
+    """Executors answer JSON `{content, error}`; plain text is taken as content."""
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return data.decode("utf-8", "replace"), None
+    if isinstance(body, dict):
+        if body.get("error"):
+            return body.get("content"), str(body["error"])
+        if "content" in body:
+            return (None if body["content"] is None else str(body["content"])), None
+    return data.decode("utf-8", "replace"), None

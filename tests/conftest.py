@@ -1,0 +1,35 @@
+"""Shared fixtures for the whole suite (the nats-server ones come from mnemobus.testing)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from mnemobus.config import Settings
+
+
+@pytest.fixture
+def users_file(tmp_path: Path) -> Path:
+    path = tmp_path / "users.yaml"
+    path.write_text(
+        "users:\n"
+        "  - id: josh\n    displayName: Josh\n    admin: true\n"
+        "    identities:\n      discord: '111'\n      github: bioshazard\n"
+        "  - id: quiet\n    memoryEnabled: false\n    identities:\n      discord: '999'\n"
+    )
+    return path
+
+
+@pytest.fixture
+def settings(tmp_path: Path, own_nats_server, users_file: Path) -> Settings:  # type: ignore[no-untyped-def]
+    """Settings for a test: its own nats-server (streams and durables are per server), a private SQLite file, short timeouts."""
+    return Settings(
+        nats={"url": own_nats_server.url, "max_message_bytes": 64 * 1024},
+        store={"backend": "sqlite", "sqlite_path": tmp_path / "memory.sqlite3"},
+        memory={"executor_timeout_s": 2, "recall_deadline_ms": 500, "embedding": {"provider": "hash"}},
+        worker={"backoff_s": [0.05, 0.1, 0.2], "max_deliver": 4, "ack_wait_s": 5, "heartbeat_s": 0.5},
+        identity={"users_file": users_file, "reload_interval_s": 0.1},
+        metrics={"port": 0},
+    )

@@ -1,0 +1,53 @@
+import pytest
+
+from mnemobus.config import load_settings
+from mnemobus.errors import ConfigError
+
+
+def test_environment_overrides_one_nested_key_and_keeps_the_rest_of_the_file(tmp_path, monkeypatch):
+    f = tmp_path / "m.yaml"
+    f.write_text("nats:\n  url: nats://a:4222\n  request_timeout_s: 3\n")
+    monkeypatch.setenv("MNEMOBUS_NATS__URL", "nats://b:4222")
+    s = load_settings(f)
+    assert s.nats.url == "nats://b:4222" and s.nats.request_timeout_s == 3
+
+
+def test_invalid_value_in_file_names_file_field_and_reason(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("memory:\n  recall_deadline_ms: -5\n")
+    with pytest.raises(ConfigError) as exc:
+        load_settings(f)
+    msg = str(exc.value)
+    assert str(f) in msg and "memory.recall_deadline_ms" in msg and "greater than 0" in msg
+
+
+def test_unknown_key_is_refused_not_ignored(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("memory:\n  recal_deadline_ms: 5\n")
+    with pytest.raises(ConfigError, match="recal_deadline_ms"):
+        load_settings(f)
+
+
+def test_bad_environment_value_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("MNEMOBUS_WORKER__CONCURRENCY", "lots")
+    with pytest.raises(ConfigError, match="MNEMOBUS_WORKER__CONCURRENCY"):
+        load_settings(tmp_path / "absent.yaml" if False else None)
+
+
+def test_broken_yaml_is_refused_with_the_file_name(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("nats: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(f)
+
+
+def test_nats_url_must_be_a_nats_url(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("nats:\n  url: http://x\n")
+    with pytest.raises(ConfigError, match="nats.url"):
+        load_settings(f)
+
+
+def test_shipped_workspace_config_is_valid():
+    s = load_settings("workspace/mnemobus.yaml")
+    assert s.nats.url is None and s.store.backend == "sqlite"

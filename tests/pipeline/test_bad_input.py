@@ -1,0 +1,101 @@
+"""Bad input gets a clear error and a dead letter; the process keeps serving."""
+
+import json
+
+import pytest
+from nats.errors import MaxPayloadError
+
+from mnemobus import subjects
+from mnemobus.envelope import EpisodeMessage
+from tests.pipeline.conftest import ask, dead_letters, request, wait_for_episodes
+
+pytestmark = pytest.mark.anyio
+
+
+async def _raw(rt, data: bytes) -> dict:
+    msg = await rt.bus.request(subjects.SKILL_REQUEST, data, timeout_s=5)
+    return json.loads(msg.data)
+
+
+async def _still_serving(rt) -> None:
+    assert (await ask(rt, request("still there?")))["content"].startswith("Noted")
+
+
+async def test_malformed_json_gets_an_error_reply_naming_the_problem(pipeline):
+    reply = await _raw(pipeline, b'{"payload": ')
+    assert reply["reason"] == "malformed_json" and "not valid JSON" in reply["error"]
+    await _still_serving(pipeline)
+
+
+async def test_malformed_json_is_dead_lettered_with_its_reason(pipeline):
+    await _raw(pipeline, b"not json at all")
+    letters = await dead_letters(pipeline, subjects.UNROUTED_GROUP)
+    assert letters[0].letter.reason == "malformed_json" and letters[0].letter.data == "not json at all"
+
+
+async def test_missing_field_is_named_in_the_error(pipeline):
+    reply = await _raw(pipeline, json.dumps({"payload": {"meta": {"agentId": "echo"}}}).encode())
+    assert reply["reason"] == "missing_field" and "payload.content" in reply["error"]
+    await _still_serving(pipeline)
+
+
+async def test_wrong_type_is_named_in_the_error(pipeline):
+    body = {"payload": {"content": ["not", "a", "string"], "meta": {"agentId": "echo"}}}
+    reply = await _raw(pipeline, json.dumps(body).encode())
+    assert reply["reason"] == "schema_error" and "payload.content" in reply["error"]
+    await _still_serving(pipeline)
+
+
+async def test_payload_over_the_configured_limit_is_refused_and_dead_lettered(pipeline):
+    big = request("x" * (pipeline.settings.nats.max_message_bytes + 10)).to_wire()
+    reply = await _raw(pipeline, big)
+    assert reply["reason"] == "payload_too_large" and str(pipeline.settings.nats.max_message_bytes) in reply["error"]
+    letters = await dead_letters(pipeline, subjects.UNROUTED_GROUP)
+    assert letters[0].letter.data_bytes == len(big) and letters[0].letter.truncated
+    await _still_serving(pipeline)
+
+
+async def test_payload_over_the_server_maximum_fails_at_the_publisher_with_a_clear_error(pipeline):
+    with pytest.raises(MaxPayloadError):
+        await pipeline.bus.publish(subjects.SKILL_REQUEST, b"x" * (pipeline.bus.max_payload + 1))
+    await _still_serving(pipeline)
+
+
+@pytest.mark.parametrize("bad_group", ["user:josh", "user/josh"])
+async def test_episode_with_an_unsafe_group_id_is_dead_lettered_not_stored(pipeline, bad_group):
+    episode = EpisodeMessage(episode_id="e1", group_id=bad_group, content="hi", source_message_id="m1")
+    await pipeline.bus.js_publish(f"{subjects.EPISODE_PREFIX}.poison", episode.to_wire())
+    letters = await dead_letters(pipeline, "poison")
+    assert letters[0].letter.reason == "invalid_group_id"
+    assert repr(bad_group[4]) in letters[0].letter.error
+    assert await pipeline.engine.store.count_episodes() == 0
+
+
+async def test_request_that_makes_a_handler_raise_is_counted_and_the_next_one_served(pipeline, monkeypatch):
+    from plugins.memory import plugin as plugin_module
+
+    calls = {"n": 0}
+    real = plugin_module.MemoryPlugin._execute
+
+    async def flaky(self, ctx, enriched, agent_id):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        return await real(self, ctx, enriched, agent_id)
+
+    monkeypatch.setattr(plugin_module.MemoryPlugin, "_execute", flaky)
+    reply = await ask(pipeline, request("first"))
+    assert reply["reason"] == "handler_error" and "boom" in reply["error"]
+    assert pipeline.metrics.messages.labels(endpoint="skill_request", outcome="error")._value.get() == 1
+    await _still_serving(pipeline)
+
+
+async def test_poison_episodes_between_good_ones_leave_the_good_ones_stored(pipeline):
+    good = [EpisodeMessage(episode_id=f"g{i}", group_id="user_josh", content=f"good {i}", source_message_id=f"m{i}")
+            for i in range(5)]
+    for i, ep in enumerate(good):
+        await pipeline.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire())
+        await pipeline.bus.js_publish(subjects.episode("user_josh"), b"{broken json " + str(i).encode())
+    assert await wait_for_episodes(pipeline, "user_josh", 5) == 5
+    letters = await dead_letters(pipeline, "user_josh", n=5)
+    assert len(letters) == 5 and {lt.letter.reason for lt in letters} == {"malformed_json"}
