@@ -1,0 +1,87 @@
+"""The command line as a newcomer uses it: real processes, real exit codes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "MNEMOBUS_NATS__DATA_DIR": str(tmp_path / "nats"),
+        "MNEMOBUS_STORE__SQLITE_PATH": str(tmp_path / "m.sqlite3"),
+        "MNEMOBUS_METRICS__PORT": "0",
+        "MNEMOBUS_MEMORY__EMBEDDING__PROVIDER": "hash",
+    })
+    env.update(extra)
+    return env
+
+
+def _mnemobus(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mnemobus.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_lists_every_subcommand_and_an_example():
+    out = _mnemobus("--help", env=dict(os.environ)).stdout
+    for word in ("run", "doctor", "dlq", "examples:", "MNEMOBUS_"):
+        assert word in out
+
+
+def test_run_once_plays_the_demo_and_exits_zero(tmp_path):
+    proc = _mnemobus("run", "--once", env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[demo] turn 3" in proc.stdout
+    assert "stored episode" in proc.stdout
+    assert "group user_josh now holds 3 episode(s)" in proc.stdout
+
+
+def test_run_once_recalls_a_fact_from_turn_one_in_a_later_turn(tmp_path):
+    proc = _mnemobus("run", "--once", env=_env(tmp_path))
+    later = proc.stdout.split("[demo] turn 2", 1)[1]
+    assert "[User context — user_josh]" in later and "London" in later
+
+
+def test_invalid_config_is_refused_at_start_with_exit_code_2(tmp_path):
+    proc = _mnemobus("run", "--once", env=_env(tmp_path, MNEMOBUS_MEMORY__RECALL_DEADLINE_MS="soon"))
+    assert proc.returncode == 2
+    assert "MNEMOBUS_MEMORY__RECALL_DEADLINE_MS" in proc.stderr and "memory.recall_deadline_ms" in proc.stderr
+
+
+def test_doctor_smoke_writes_reads_and_deletes_a_temporary_group(tmp_path):
+    proc = _mnemobus("doctor", "--smoke", env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert "smoke: ok" in proc.stdout and "smoke: deleted doctor-smoke-" in proc.stdout
+    assert "doctor: all checks passed" in proc.stdout
+
+
+def test_doctor_reports_an_unreachable_nats_server(tmp_path):
+    proc = _mnemobus("doctor", env=_env(tmp_path, MNEMOBUS_NATS__URL="nats://127.0.0.1:1",
+                                        MNEMOBUS_NATS__CONNECT_TIMEOUT_S="0.5"), timeout=60)
+    assert proc.returncode == 1 and "FAILED" in proc.stdout
+
+
+def test_sigterm_stops_a_serving_process_cleanly(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "mnemobus.cli", "run", "--demo"], cwd=ROOT, env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        lines = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if "still serving" in line:
+                break
+        assert any("still serving" in ln for ln in lines), "".join(lines)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
