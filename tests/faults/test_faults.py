@@ -1,0 +1,119 @@
+"""Fault tests: real nats-server, real store, exact counts. Every episode stored exactly once."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mnemobus import subjects
+from mnemobus.app import open_runtime, serve
+from mnemobus.bus.connection import Bus
+from mnemobus.dlq import list_letters
+from mnemobus.envelope import EpisodeMessage
+
+pytestmark = [pytest.mark.anyio, pytest.mark.own_server, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _episode(i: int) -> EpisodeMessage:
+    return EpisodeMessage(episode_id=f"fault-{i}", group_id="user_josh",
+                          content=f"Alex works on Project{i % 50}", source_message_id=f"m{i}")
+
+
+async def _publish_all(bus: Bus, start: int, stop: int, chunk: int = 250) -> None:
+    """Publish with retries until the server acked each one; ids make retries harmless."""
+    for lo in range(start, stop, chunk):
+        pending = list(range(lo, min(lo + chunk, stop)))
+        while pending:
+            failed: list[int] = []
+
+            async def one(i: int) -> None:
+                ep = _episode(i)
+                try:
+                    await bus.js_publish(subjects.episode(ep.group_id), ep.to_wire(), msg_id=ep.episode_id, timeout_s=2)
+                except Exception:
+                    failed.append(i)
+
+            async with anyio.create_task_group() as tg:
+                for i in pending:
+                    tg.start_soon(one, i)
+            pending = failed
+            if failed:
+                await anyio.sleep(0.2)
+
+
+async def _count(engine, group: str = "user_josh") -> int:
+    return await engine.store.count_episodes(group)
+
+
+async def _wait_count(engine, n: int, timeout: float) -> int:
+    got = 0
+    with anyio.move_on_after(timeout):
+        while (got := await _count(engine)) < n:
+            await anyio.sleep(0.1)
+    return got
+
+
+def _worker_process(settings) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.update({
+        "MNEMOBUS_NATS__URL": settings.nats.url,
+        "MNEMOBUS_STORE__SQLITE_PATH": str(settings.store.sqlite_path),
+        "MNEMOBUS_MEMORY__EMBEDDING__PROVIDER": "hash",
+        "MNEMOBUS_WORKER__ACK_WAIT_S": "2",
+        "MNEMOBUS_METRICS__PORT": "0",
+        "MNEMOBUS_IDENTITY__USERS_FILE": str(settings.identity.users_file),
+    })
+    return subprocess.Popen([sys.executable, "-m", "mnemobus.cli", "run", "--role", "worker", "--quiet"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def test_worker_killed_mid_stream_loses_and_doubles_nothing(settings):
+    total = 5000
+    async with open_runtime(settings) as rt:  # publisher and reader only; the worker is a separate process
+        await rt.bus.ensure_streams()
+        worker = _worker_process(settings)
+        try:
+            await _publish_all(rt.bus, 0, total)
+            await _wait_count(rt.engine, 300, timeout=60)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=10)
+            killed_at = await _count(rt.engine)
+            assert 0 < killed_at < total, "the kill must land in the middle of the stream"
+            worker = _worker_process(settings)
+            assert await _wait_count(rt.engine, total, timeout=240) == total
+            await anyio.sleep(2.5)  # past ack_wait: any redelivery would have landed by now
+            assert await _count(rt.engine) == total
+            assert await list_letters(rt.bus) == []
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+
+
+async def test_nats_restart_while_publishing_and_consuming_loses_nothing(settings, own_nats_server):
+    total = 1500
+    async with open_runtime(settings) as rt:
+        async with anyio.create_task_group() as tg:
+            await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
+
+            restarted_at: list[int] = []
+
+            async def restart_midway() -> None:
+                await _wait_count(rt.engine, 200, timeout=60)
+                restarted_at.append(await _count(rt.engine))
+                await anyio.to_thread.run_sync(own_nats_server.restart)
+
+            tg.start_soon(restart_midway)
+            await _publish_all(rt.bus, 0, total)
+            assert await _wait_count(rt.engine, total, timeout=180) == total
+            await anyio.sleep(1)
+            assert await _count(rt.engine) == total
+            assert restarted_at and restarted_at[0] < total, "the restart must land in the middle of the stream"
+            rt.stop.set()
