@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 TEST_PREREQS :=
 BENCHES :=
 -include mk/*.mk
+.DEFAULT_GOAL := run
 
 .PHONY: run test bench install clean
 

@@ -57,7 +57,10 @@ def heartbeat(role: str) -> str:
 
 
 def goal(goal_id: str) -> str:
-    return f"{GOAL_PREFIX}.{_token(goal_id, 'goal id')}"
+    """Goal ids are dotted (`memory.worker_alive`); each part must be a valid token."""
+    for part in goal_id.split("."):
+        _token(part, "goal id part")
+    return f"{GOAL_PREFIX}.{goal_id}"
 
 
 ALL = {

@@ -122,9 +122,12 @@ class Bus:
         getattr(self, "_mark_closing", lambda: None)()
         try:
             await self.nc.drain()
-        except Exception as exc:  # drain can time out; closing is what matters now
+        except Exception as exc:  # drain can time out or find the server gone; closing is what matters now
             log.warning("nats drain did not finish cleanly: %s", exc)
-            await self.nc.close()
+            try:
+                await self.nc.close()
+            except Exception as close_exc:
+                log.warning("nats close after a failed drain also failed: %s", close_exc)
 
 
 def decode_json(data: bytes) -> Any:

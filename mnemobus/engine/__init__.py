@@ -46,6 +46,14 @@ class MemoryEngine:
         """One transaction, idempotent by episode id; InvalidMessage for bad input, StoreUnavailable for transient."""
         return await self._ingestor.ingest(episode)
 
+    async def ingest_many(self, episodes: Sequence[Episode]) -> list[IngestOutcome | BaseException]:
+        """A batch (what the worker fetched): one embedding call for all, one transaction per episode.
+
+        Slot i holds episode i's outcome or the exception it alone raised
+        (InvalidMessage, StoreUnavailable, ...); the others are unaffected.
+        """
+        return await self._ingestor.ingest_many(episodes)
+
     async def recall(self, query: RecallQuery) -> RecallResult:
         return await recall(self.store, self.embedder, query)
 

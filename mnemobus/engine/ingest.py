@@ -1,4 +1,4 @@
-"""Ingestion of one episode: screen, extract, embed, resolve entities and facts, all in one transaction.
+"""Ingestion of episodes: screen, extract, embed, resolve entities and facts; one transaction per episode.
 
 The decisions (is this name an entity we know? does this fact repeat,
 extend or contradict what we hold?) are made here, against the store's
@@ -8,8 +8,8 @@ WriteTxn, so every backend applies them identically.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import anyio.to_thread
@@ -20,7 +20,7 @@ from mnemobus.engine.extract import EXCLUSIVE_RELATIONS, SPEAKER, ExtractedFact,
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
-from mnemobus.store.contract import GraphStore, WriteTxn
+from mnemobus.store.contract import BatchTransactions, GraphStore, WriteTxn
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome
 
 MAX_CONTENT_CHARS = 64_000
@@ -92,6 +92,34 @@ class _Counts:
     invalidated: int = 0
 
 
+@dataclass
+class _Prepared:
+    """One episode between screening and commit: what the transaction will write."""
+
+    slot: int
+    episode: Episode
+    screened: bool
+    extraction: Extraction
+    vectors: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+
+
+Work = Callable[[WriteTxn], Awaitable[IngestOutcome]]
+
+
+async def commit_each(store: GraphStore, works: Sequence[Work]) -> list[IngestOutcome | Exception]:
+    """Every work in its own transaction; one work's failure is returned in its slot and never touches the others."""
+    if isinstance(store, BatchTransactions):
+        return await store.run_transactions(works)
+    out: list[IngestOutcome | Exception] = []
+    for work in works:
+        try:
+            async with store.transaction() as txn:
+                out.append(await work(txn))
+        except Exception as exc:  # noqa: BLE001 - reported in the slot
+            out.append(exc)
+    return out
+
+
 class Ingestor:
     def __init__(self, store: GraphStore, extractor: Extractor, embedder: Embedder | None,
                  disambiguator: Disambiguator = word_subset_disambiguator) -> None:
@@ -101,39 +129,106 @@ class Ingestor:
         self.disambiguator = disambiguator
 
     async def ingest(self, episode: Episode) -> IngestOutcome:
-        group = check_episode(episode)
-        when = episode.reference_time if episode.reference_time.tzinfo else episode.reference_time.replace(tzinfo=UTC)
-        episode = replace(episode, group_id=group, reference_time=when,
-                          created_at=episode.created_at or datetime.now(UTC))
-        if await self.store.get_episode(group, episode.id) is not None:
-            return IngestOutcome(episode.id, created=False)
-        screened = has_injection_markers(episode.content)
-        extraction = Extraction() if screened else await self.extractor.extract(episode)
-        vectors = await self._embed(episode, extraction)
-        counts = _Counts()
-        async with self.store.transaction() as txn:
-            if not await txn.insert_episode(episode, screened=screened, embedding=vectors.get(("episode", ""))):
-                return IngestOutcome(episode.id, created=False)
-            if not screened:
-                await self._apply(txn, episode, extraction, vectors, counts)
-        return IngestOutcome(episode.id, created=True, screened=screened, entities=counts.entities,
-                             facts_added=counts.added, facts_reinforced=counts.reinforced,
-                             facts_invalidated=counts.invalidated)
+        result = (await self.ingest_many([episode]))[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
-    async def _embed(self, episode: Episode, extraction: Extraction) -> dict[tuple[str, str], np.ndarray]:
-        """One batch per episode: the message, every entity name, every fact sentence."""
-        if self.embedder is None:
-            return {}
-        keys: list[tuple[str, str]] = [("episode", "")]
-        texts = [episode.content[:EMBED_EPISODE_CHARS]]
-        for e in extraction.entities:
-            keys.append(("entity", e.name))
-            texts.append(display_name(e.name))
-        for f in extraction.facts:
-            keys.append(("fact", f.fact))
-            texts.append(f.fact)
+    async def ingest_many(self, episodes: Sequence[Episode]) -> list[IngestOutcome | BaseException]:
+        """Extract every episode, embed all their texts in one model call, then commit each in its own transaction.
+
+        Batching is where the throughput comes from: the model runs once for
+        the whole batch (and the store commits the batch in one thread hop),
+        while each episode stays atomic and idempotent on its own. Any
+        exception for one episode is returned in its slot.
+        """
+        results: list[IngestOutcome | BaseException | None] = [None] * len(episodes)
+        checked: list[tuple[int, Episode]] = []
+        for slot, raw in enumerate(episodes):
+            try:
+                group = check_episode(raw)
+            except InvalidMessage as exc:
+                results[slot] = exc
+                continue
+            when = raw.reference_time if raw.reference_time.tzinfo else raw.reference_time.replace(tzinfo=UTC)
+            checked.append((slot, replace(raw, group_id=group, reference_time=when,
+                                          created_at=raw.created_at or datetime.now(UTC))))
+        stored = await self._already_stored(checked, results)
+        prepared: list[_Prepared] = []
+        for slot, episode in checked:
+            if results[slot] is not None:
+                continue
+            if episode.id in stored.get(episode.group_id, ()):
+                results[slot] = IngestOutcome(episode.id, created=False)
+                continue
+            screened = has_injection_markers(episode.content)
+            try:
+                extraction = Extraction() if screened else await self.extractor.extract(episode)
+            except Exception as exc:  # noqa: BLE001 - one bad episode must not sink the batch
+                results[slot] = exc
+                continue
+            prepared.append(_Prepared(slot, episode, screened, extraction))
+        try:
+            await self._embed(prepared)
+        except Exception as exc:  # noqa: BLE001 - without vectors none of them can be written as designed
+            for p in prepared:
+                results[p.slot] = exc
+            prepared = []
+        for p, outcome in zip(prepared, await commit_each(self.store, [self._work(p) for p in prepared]), strict=True):
+            results[p.slot] = outcome
+        return [r if r is not None else RuntimeError("episode was not processed") for r in results]
+
+    async def _already_stored(self, checked: list[tuple[int, Episode]],
+                              results: list[IngestOutcome | BaseException | None]) -> dict[str, set[str]]:
+        """Ids already stored, per group: a redelivery skips extraction and embedding altogether."""
+        by_group: dict[GroupId, list[tuple[int, Episode]]] = {}
+        for slot, episode in checked:
+            by_group.setdefault(episode.group_id, []).append((slot, episode))
+        stored: dict[str, set[str]] = {}
+        for group, items in by_group.items():
+            try:
+                found = await self.store.get_episodes(group, [e.id for _, e in items])
+            except Exception as exc:  # noqa: BLE001 - StoreUnavailable for this group's episodes only
+                for slot, _ in items:
+                    results[slot] = exc
+                continue
+            stored[group] = {e.id for e in found}
+        return stored
+
+    def _work(self, p: _Prepared) -> Work:
+        async def work(txn: WriteTxn) -> IngestOutcome:
+            episode = p.episode
+            if not await txn.insert_episode(episode, screened=p.screened, embedding=p.vectors.get(("episode", ""))):
+                return IngestOutcome(episode.id, created=False)
+            counts = _Counts()
+            if not p.screened:
+                await self._apply(txn, episode, p.extraction, p.vectors, counts)
+            return IngestOutcome(episode.id, created=True, screened=p.screened, entities=counts.entities,
+                                 facts_added=counts.added, facts_reinforced=counts.reinforced,
+                                 facts_invalidated=counts.invalidated)
+
+        return work
+
+    async def _embed(self, prepared: list[_Prepared]) -> None:
+        """One model call for the whole batch: every message, entity name and fact sentence, each text once."""
+        if self.embedder is None or not prepared:
+            return
+        wanted: list[tuple[_Prepared, tuple[str, str], str]] = []
+        for p in prepared:
+            if p.screened:  # never searchable, so never embedded
+                continue
+            wanted.append((p, ("episode", ""), p.episode.content[:EMBED_EPISODE_CHARS]))
+            for e in p.extraction.entities:
+                wanted.append((p, ("entity", e.name), display_name(e.name)))
+            for f in p.extraction.facts:
+                wanted.append((p, ("fact", f.fact), f.fact))
+        texts = list(dict.fromkeys(text for _, _, text in wanted))
+        if not texts:
+            return
         rows = await anyio.to_thread.run_sync(self.embedder.embed, texts)
-        return dict(zip(keys, rows, strict=True))
+        index = {text: i for i, text in enumerate(texts)}
+        for p, key, text in wanted:
+            p.vectors[key] = rows[index[text]]
 
     async def _entity(self, txn: WriteTxn, episode: Episode, name: str, type_: str,
                       vector: np.ndarray | None, counts: _Counts, keep_apart: set[str]) -> Entity | None:

@@ -19,11 +19,11 @@ similarity is the dot product (cosine).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from mnemobus.groups import GroupId
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
 
 Vector = np.ndarray  # float32, shape (dim,), unit length
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,3 +182,15 @@ class GraphStore(Protocol):
         """Count one more retrieval of each fact (feeds the retrieval-count weight)."""
 
     async def count_facts(self, group_id: GroupId | None = None) -> int: ...
+
+
+@runtime_checkable
+class BatchTransactions(Protocol):
+    """Optional: a backend that can run many write transactions in one go, each atomic on its own.
+
+    Ingestion of a batch uses it when offered (SQLite runs them all in one
+    worker-thread hop); otherwise it opens `transaction()` once per episode.
+    """
+
+    async def run_transactions(self, works: Sequence[Callable[[WriteTxn], Awaitable[T]]]) -> list[T | Exception]:
+        """Run each work in its own transaction, in order; a work's exception is returned in its slot."""

@@ -3,7 +3,10 @@
 Why this shape: SQLite is synchronous, so every call runs in a worker thread
 (anyio.to_thread). Readers get one connection per thread (WAL lets them run
 beside the writer); the single writer connection is used by one transaction
-at a time under an async lock. Full-text search is FTS5 with a per-group
+at a time under an async lock. Ingestion's transactions go through
+`run_transactions`, which runs each whole transaction inside one thread hop
+(a thread hop costs far more than the SQL of a typical episode, and an
+episode's transaction makes dozens of calls). Full-text search is FTS5 with a per-group
 token in every row, so a query only walks its own group's postings; vectors
 live in the embedding columns and are searched through `VectorCache`.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -26,13 +29,14 @@ import numpy as np
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, FactHop, Hit, Vector
+from mnemobus.store.contract import DeleteCounts, FactHop, Hit, Vector, WriteTxn
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
 from mnemobus.store.sqlite_vectors import VectorCache
 
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 1.0
 _SEP = "\x1f"
 
 _SCHEMA = """
@@ -209,10 +213,12 @@ class SqliteStore:
     # -- connections -----------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        # a short busy wait: a lock held elsewhere surfaces as StoreUnavailable and the worker retries with
+        # backoff, rather than one call sitting on the writer for seconds
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA cache_size=-65536")
         conn.execute("PRAGMA mmap_size=268435456")
         conn.execute("PRAGMA temp_store=MEMORY")
@@ -301,7 +307,7 @@ class SqliteStore:
         def q(c: sqlite3.Connection) -> list[Episode]:
             marks = ",".join("?" * len(ids))
             rows = c.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE group_id = ? AND id IN ({marks})", (group_id, *ids)
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)
             ).fetchall()
             by_id = {r[0]: _episode(r) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
@@ -392,7 +398,66 @@ class SqliteStore:
                 with anyio.CancelScope(shield=True):
                     await self._run(lambda: conn.execute("COMMIT"))
 
-    def _flush_retrievals_in(self, conn: sqlite3.Connection) -> None:
+    async def run_transactions(
+        self, works: Sequence[Callable[[WriteTxn], Awaitable[T]]]
+    ) -> list[T | Exception]:
+        """Each work in its own transaction, all inside one thread hop; a failure lands in its own slot.
+
+        A work must only await the WriteTxn it is given: its calls run
+        synchronously on the writer connection, so the coroutine finishes
+        without ever suspending. When the store turns out to be unavailable
+        (locked, disk error) the works not yet run get the same error without
+        being tried: each would wait out the busy timeout for nothing.
+        """
+        if not works:
+            return []
+
+        def run_all() -> list[T | Exception]:
+            out: list[T | Exception] = []
+            unavailable: StoreUnavailable | None = None
+            try:
+                c = self._writer_conn()
+            except StoreUnavailable as exc:
+                return [StoreUnavailable(str(exc)) for _ in works]
+            for work in works:
+                if unavailable is not None:
+                    out.append(StoreUnavailable(str(unavailable)))
+                    continue
+                try:
+                    out.append(self._one_transaction(c, work))
+                except StoreUnavailable as exc:
+                    unavailable = exc
+                    out.append(exc)
+                except Exception as exc:  # noqa: BLE001 - returned in the work's slot, never affects the others
+                    out.append(exc)
+            return out
+
+        async with self._write_lock:
+            return await anyio.to_thread.run_sync(run_all)
+
+    def _one_transaction(self, c: sqlite3.Connection, work: Callable[[WriteTxn], Awaitable[T]]) -> T:
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+        txn = SqliteTxn(self, c, inline=True)
+        flushed: dict[str, int] = {}
+        try:
+            flushed = self._flush_retrievals_in(c)
+            result = _complete(work(txn))
+            c.execute("COMMIT")
+            return result
+        except BaseException as exc:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            self._restore_retrievals(flushed)
+            for group_id in txn.groups:  # the cache may hold rows that were rolled back
+                self.vectors.drop_group(group_id)
+            if isinstance(exc, sqlite3.Error):
+                raise _translate(exc) from exc
+            raise
+
+    def _flush_retrievals_in(self, conn: sqlite3.Connection) -> dict[str, int]:
         with self._pending_lock:
             pending, self._pending_retrievals = self._pending_retrievals, {}
         if pending:
@@ -400,6 +465,15 @@ class SqliteStore:
                 "UPDATE facts SET retrieval_count = retrieval_count + ? WHERE id = ?",
                 [(n, fid) for fid, n in pending.items()],
             )
+        return pending
+
+    def _restore_retrievals(self, flushed: dict[str, int]) -> None:
+        """Counts taken by a transaction that rolled back are owed again."""
+        if not flushed:
+            return
+        with self._pending_lock:
+            for fid, n in flushed.items():
+                self._pending_retrievals[fid] = self._pending_retrievals.get(fid, 0) + n
 
     def _flush_retrievals(self) -> None:
         if self._writer is None or not self._pending_retrievals:
@@ -442,7 +516,7 @@ class SqliteStore:
         def q(c: sqlite3.Connection) -> list[Hit]:
             sql = (
                 f"SELECT x.id, bm25({table}, 0.0, 1.0) AS r FROM {table} JOIN {base} x ON x.rowid = {table}.rowid"
-                f" {join} WHERE {table} MATCH :m AND x.group_id = :g {where} ORDER BY r LIMIT :k"
+                f" {join} WHERE {table} MATCH :m AND +x.group_id = :g {where} ORDER BY r LIMIT :k"
             )
             rows = c.execute(sql, {"m": expr, "g": group_id, "k": limit, **(params or {})}).fetchall()
             return [Hit(r[0], -float(r[1])) for r in rows]
@@ -479,7 +553,7 @@ class SqliteStore:
             valid = {
                 r[0]
                 for r in c.execute(
-                    f"SELECT id FROM facts f WHERE group_id = ? AND id IN ({marks})"
+                    f"SELECT id FROM facts f WHERE +group_id = ? AND id IN ({marks})"
                     " AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)",
                     (group_id, *(h[0] for h in hits), t, t),
                 )
@@ -524,12 +598,15 @@ class SqliteStore:
                 if not frontier or len(out) >= limit:
                     break
                 marks = ",".join("?" * len(frontier))
+                # two indexed lookups (subject side, object side) rather than an OR the planner may scan for
                 rows = c.execute(
-                    f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = ?"
-                    f" AND (f.subject_id IN ({marks}) OR f.object_id IN ({marks}))"
+                    f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.rowid IN ("
+                    f" SELECT rowid FROM facts INDEXED BY facts_subject WHERE subject_id IN ({marks})"
+                    f" UNION SELECT rowid FROM facts INDEXED BY facts_object WHERE object_id IN ({marks}))"
+                    " AND +f.group_id = ?"
                     " AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)"
                     f"{filters} ORDER BY f.confidence DESC, f.id LIMIT ?",
-                    (group_id, *frontier, *frontier, t, t, *extra, limit * 4),
+                    (*frontier, *frontier, group_id, t, t, *extra, limit * 4),
                 ).fetchall()
                 nxt: list[str] = []
                 for row in rows:
@@ -558,7 +635,7 @@ class SqliteStore:
         def q(c: sqlite3.Connection) -> list[Fact]:
             marks = ",".join("?" * len(ids))
             rows = c.execute(
-                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = ? AND f.id IN ({marks})", (group_id, *ids)
+                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE +f.group_id = ? AND f.id IN ({marks})", (group_id, *ids)
             ).fetchall()
             by_id = {r[0]: _fact(r) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
@@ -616,12 +693,12 @@ def _load_entities(c: sqlite3.Connection, group_id: str, ids: list[str]) -> list
     marks = ",".join("?" * len(ids))
     rows = c.execute(
         "SELECT id, group_id, name, canonical_name, type, summary, confidence, first_seen, last_seen"
-        f" FROM entities WHERE group_id = ? AND id IN ({marks})",
+        f" FROM entities WHERE +group_id = ? AND id IN ({marks})",
         (group_id, *ids),
     ).fetchall()
     aliases: dict[str, list[str]] = {}
     for eid, alias in c.execute(
-        f"SELECT entity_id, alias FROM aliases WHERE group_id = ? AND entity_id IN ({marks}) ORDER BY alias",
+        f"SELECT entity_id, alias FROM aliases WHERE +group_id = ? AND entity_id IN ({marks}) ORDER BY alias",
         (group_id, *ids),
     ):
         aliases.setdefault(eid, []).append(alias)
@@ -672,15 +749,38 @@ def _insert_fact(c: sqlite3.Connection, f: Fact, vec: Vector | None) -> None:
         )
 
 
-class SqliteTxn:
-    """The WriteTxn of SqliteStore: every call runs on the writer connection inside BEGIN IMMEDIATE."""
+def _complete(coro: Awaitable[T]) -> T:
+    """Run a coroutine that never suspends to its end, on the calling thread.
 
-    def __init__(self, store: SqliteStore, conn: sqlite3.Connection) -> None:
+    The works given to `run_transactions` await only an inline SqliteTxn,
+    whose methods return without suspending, so one `send` finishes them.
+    """
+    if not isinstance(coro, Coroutine):
+        raise TypeError(f"a transaction work must be a coroutine, got {type(coro).__name__}")
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a one-hop transaction awaited something other than its WriteTxn")
+
+
+class SqliteTxn:
+    """The WriteTxn of SqliteStore: every call runs on the writer connection inside BEGIN IMMEDIATE.
+
+    Inline transactions (from `run_transactions`) already run on a worker
+    thread and call SQLite directly; the others hop to a thread per call.
+    """
+
+    def __init__(self, store: SqliteStore, conn: sqlite3.Connection, *, inline: bool = False) -> None:
         self._store = store
         self._c = conn
+        self._inline = inline
         self.groups: set[str] = set()
 
     async def _do(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._inline:
+            return fn(self._c)
         return await self._store._run(lambda: fn(self._c))
 
     async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
@@ -772,7 +872,7 @@ class SqliteTxn:
     async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
         def w(c: sqlite3.Connection) -> None:
             found = c.execute(
-                "SELECT count(*) FROM entities WHERE group_id = ? AND id IN (?, ?)",
+                "SELECT count(*) FROM entities WHERE +group_id = ? AND id IN (?, ?)",
                 (fact.group_id, fact.subject_id, fact.object_id),
             ).fetchone()[0]
             if found != len({fact.subject_id, fact.object_id}):

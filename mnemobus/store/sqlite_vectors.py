@@ -96,7 +96,8 @@ class VectorCache:
             self._refresh(conn, table, group_id, mat)
             if mat.size == 0 or k <= 0:
                 return []
-            sims = mat.rows[: mat.size] @ query.astype(np.float32, copy=False)
+            # einsum, not BLAS: a multi-threaded BLAS gemv oversubscribes 2 busy cores (13 ms vs 1.4 ms at 10k rows)
+            sims = np.einsum("ij,j->i", mat.rows[: mat.size], query.astype(np.float32, copy=False))
             if k < mat.size:
                 top = np.argpartition(-sims, k)[:k]
                 top = top[np.argsort(-sims[top])]

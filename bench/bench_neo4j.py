@@ -1,0 +1,204 @@
+"""Store bench on both backends in one run: recall latency at N facts and ingestion episodes/s.
+
+    python bench/bench_neo4j.py --facts 100000        (NEO4J_URI set: use that server;
+                                                         otherwise a local Neo4j is started)
+
+Both stores get the same corpus (one group, N facts over N/4 entities, hash
+embeddings so the run needs no model files) and the same queries through the
+engine's recall, so the two columns compare backends, not workloads. Goal on
+this 2-core machine: Neo4j recall p99 <= 30 ms at 100k facts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mnemobus.engine.embed import HashEmbedder  # noqa: E402
+from mnemobus.engine.recall import recall  # noqa: E402
+from mnemobus.groups import GroupId, validate_group_id  # noqa: E402
+from mnemobus.neo4j_local import LocalNeo4j, ensure_jars  # noqa: E402
+from mnemobus.store.contract import GraphStore  # noqa: E402
+from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for  # noqa: E402
+from mnemobus.store.neo4j import Neo4jStore  # noqa: E402
+from mnemobus.store.sqlite import SqliteStore  # noqa: E402
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+WORDS = ("coffee tea berlin paris acme globex chess river garden train office school bicycle music piano "
+         "football doctor teacher engineer sister brother mother father cat dog house car book film").split()
+RELS = ("works_at", "likes", "lives_in", "knows", "owns", "visited", "plays", "studies")
+SYLLABLES = "ka lo mi nu pe ra si tu vo ze ba di fo gu hi jo".split()
+
+
+def rare_words(n: int, seed: int = 3) -> list[str]:
+    """Made-up words ("kalomi"), each used by a few facts: the specific terms real questions carry."""
+    rnd = random.Random(seed)
+    out: set[str] = set()
+    while len(out) < n:
+        out.add("".join(rnd.choice(SYLLABLES) for _ in range(3)))
+    return sorted(out)
+
+
+def corpus(group: GroupId, n_facts: int, emb: HashEmbedder, seed: int = 7) -> tuple[list, list]:
+    rnd = random.Random(seed)
+    n_ent = max(n_facts // 4, 10)
+    names = [f"{rnd.choice(WORDS).title()} {i}" for i in range(n_ent)]
+    evecs = emb.embed(names)
+    ents = [
+        (Entity(id=f"e{i}", group_id=group, name=nm, canonical_name=nm.lower(), first_seen=T0, last_seen=T0), evecs[i])
+        for i, nm in enumerate(names)
+    ]
+    facts = []
+    texts = []
+    rare = rare_words(max(n_facts // 20, 10))
+    for i in range(n_facts):
+        s, o = rnd.randrange(n_ent), rnd.randrange(n_ent)
+        rel = rnd.choice(RELS)
+        text = (f"{names[s]} {rel.replace('_', ' ')} {names[o]} with {' '.join(rnd.sample(WORDS, 2))} "
+                f"and {rnd.choice(rare)}")
+        texts.append(text)
+        facts.append(Fact(
+            id=f"f{i}", group_id=group, subject_id=f"e{s}", object_id=f"e{o}", subject_name=names[s],
+            object_name=names[o], relation=rel, edge_type="semantic", fact=text, confidence=0.5 + rnd.random() / 2,
+            valid_at=T0 + timedelta(minutes=i), invalid_at=None, created_at=T0 + timedelta(minutes=i),
+        ))
+    fvecs = []
+    for i in range(0, len(texts), 2048):
+        fvecs.extend(emb.embed(texts[i : i + 2048]))
+    return ents, list(zip(facts, fvecs, strict=True))
+
+
+def questions(n: int, n_facts: int, seed: int = 11) -> list[str]:
+    """What users ask: an entity by name, a rare term, or both, with a common word or two around them."""
+    rnd = random.Random(seed)
+    rare = rare_words(max(n_facts // 20, 10))
+    n_ent = max(n_facts // 4, 10)
+    same = random.Random(7)  # the corpus's own draw, so the names asked for exist
+    names = [f"{same.choice(WORDS).title()} {i}" for i in range(n_ent)]
+    shapes = (
+        lambda: f"what do you know about {rnd.choice(names)}",
+        lambda: f"anything about {rnd.choice(rare)}?",
+        lambda: f"does {rnd.choice(names)} like {rnd.choice(rare)}",
+        lambda: f"{rnd.choice(rare)} {rnd.choice(RELS).replace('_', ' ')}",
+    )
+    return [rnd.choice(shapes)() for _ in range(n)]
+
+
+async def bench_recall(
+    store: GraphStore, group: GroupId, emb: HashEmbedder, queries: int, n_facts: int
+) -> dict[str, float]:
+    qs = questions(queries, n_facts)
+    for q in questions(60, n_facts, seed=5):  # warm caches, plans and the JIT with other questions
+        await recall(store, emb, RecallQuery(text=q, group_ids=(group,), as_of=T0 + timedelta(days=400)))
+    lat = []
+    for q in qs:
+        t = time.perf_counter()
+        await recall(store, emb, RecallQuery(text=q, group_ids=(group,), as_of=T0 + timedelta(days=400)))
+        lat.append((time.perf_counter() - t) * 1000)
+    lat.sort()
+    return {"p50_ms": statistics.median(lat), "p99_ms": lat[int(len(lat) * 0.99) - 1], "queries": len(lat)}
+
+
+async def bench_ingest(store: GraphStore, group: GroupId, emb: HashEmbedder, episodes: int) -> float:
+    """Episodes/s through the write transaction: 1 episode, 3 entities resolved by alias, 2 facts each."""
+    t = time.perf_counter()
+    for i in range(episodes):
+        text = f"message {i}: {' '.join(random.sample(WORDS, 6))}"
+        ep = Episode(id=episode_id_for(group, f"m{i}", "user"), group_id=group, content=text, role="user",
+                     source_message_id=f"m{i}", reference_time=T0 + timedelta(seconds=i), created_at=T0)
+        v = emb.embed([text])[0]
+        async with store.transaction() as tx:
+            await tx.insert_episode(ep, screened=False, embedding=v)
+            ids = []
+            for j in range(3):
+                alias = f"ing-{(i + j) % 50}"
+                found = await tx.entity_by_alias(group, alias)
+                if found is None:
+                    e = Entity(id=f"ing{group}{alias}", group_id=group, name=alias, canonical_name=alias,
+                               first_seen=ep.reference_time, last_seen=ep.reference_time)
+                    await tx.insert_entity(e, v)
+                    ids.append(e.id)
+                else:
+                    await tx.observe_entity(group, found.id, name=alias, alias=alias, seen=ep.reference_time)
+                    ids.append(found.id)
+                await tx.link_episode_entity(group, ep.id, ids[-1])
+            for j in range(2):
+                f = Fact(id=f"if{i}-{j}", group_id=group, subject_id=ids[j], object_id=ids[j + 1], subject_name="a",
+                         object_name="b", relation="knows", edge_type="semantic", fact=text, confidence=0.8,
+                         valid_at=ep.reference_time, invalid_at=None, created_at=ep.reference_time,
+                         episode_ids=(ep.id,), source_message_ids=(ep.source_message_id,))
+                await tx.facts_between(group, ids[j], "knows")
+                await tx.insert_fact(f, v)
+    return episodes / (time.perf_counter() - t)
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--facts", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--episodes", type=int, default=300)
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = ap.parse_args()
+    emb = HashEmbedder()
+    group = validate_group_id(f"bench_{int(time.time())}")
+    with ExitStack() as stack:
+        uri = os.environ.get("NEO4J_URI")
+        server = None
+        if not uri:
+            ensure_jars()
+            server = stack.enter_context(LocalNeo4j(heap="1g"))
+            uri = server.uri
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        stores: dict[str, GraphStore] = {"sqlite": SqliteStore(tmp / "bench.sqlite3"), "neo4j": Neo4jStore(uri)}
+        t = time.perf_counter()
+        ents, facts = corpus(group, args.facts, emb)
+        print(f"corpus: {len(facts)} facts, {len(ents)} entities, built in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+        results: dict[str, dict[str, float]] = {}
+        for name, store in stores.items():
+            await store.open()
+            try:
+                t = time.perf_counter()
+                if name == "sqlite":
+                    await asyncio.to_thread(store.bulk_load_sync, ents, facts)  # type: ignore[attr-defined]
+                else:
+                    await store.bulk_load(ents, facts)  # type: ignore[attr-defined]
+                load_s = time.perf_counter() - t
+                r = await bench_recall(store, group, emb, args.queries, args.facts)
+                r["load_s"] = load_s
+                r["ingest_eps"] = await bench_ingest(store, validate_group_id(f"{group}_ing"), emb, args.episodes)
+                results[name] = r
+                print(f"{name}: {r}", file=sys.stderr)
+            finally:
+                if name == "neo4j":
+                    await store.delete_group(group)
+                    await store.delete_group(validate_group_id(f"{group}_ing"))
+                await store.close()
+        rss = server.rss_bytes() if server else None
+    print(f"\nstore bench, {args.facts} facts in one group, {args.queries} recall queries, {args.episodes} episodes")
+    print(f"{'':24}{'sqlite':>12}{'neo4j':>12}")
+    for key, label in (("p50_ms", "recall p50 ms"), ("p99_ms", "recall p99 ms"),
+                       ("ingest_eps", "ingestion episodes/s"), ("load_s", "bulk load s")):
+        print(f"{label:24}{results['sqlite'][key]:>12.1f}{results['neo4j'][key]:>12.1f}")
+    if rss:
+        print(f"neo4j RSS after the run: {rss / 2**20:.0f} MiB")
+    ok = results["neo4j"]["p99_ms"] <= 30.0 or args.facts < 100_000
+    print(f"goal neo4j recall p99 <= 30 ms at 100k facts: {'met' if ok else 'NOT met'}")
+    if args.json:
+        args.json.write_text(json.dumps({"facts": args.facts, "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

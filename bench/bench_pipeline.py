@@ -1,0 +1,199 @@
+"""Pipeline bench: what memory adds to a skill request, and how much load the plugin sustains.
+
+Run: `make bench-pipeline`; QUICK=1 for a small run.
+
+- A real nats-server, the memory plugin and a stub executor in a separate
+  process, and groups pre-filled with N facts each through MemoryEngine.ingest
+  (the offline extractor and the local embedding model, as in production).
+- Baseline, same run: the same requests sent straight to the executor
+  (`agent.skill.execute.bench`), a bare relay with no plugin in between.
+- Overhead = plugin-path latency minus bare-relay latency (p50 and p99).
+- Sustained: an open-loop load at a fixed rate with recall on; achieved rate,
+  p99 and errors. Soak: the same for longer, sampling the plugin's RSS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import peak_rss_mb, percentile, print_table, quick, write_results  # noqa: E402
+
+from mnemobus import subjects  # noqa: E402
+from mnemobus.bus.connection import Bus  # noqa: E402
+from mnemobus.bus.server import EmbeddedNatsServer  # noqa: E402
+from mnemobus.config import load_settings  # noqa: E402
+from mnemobus.engine import open_engine  # noqa: E402
+from mnemobus.envelope import EnrichedRequest, Meta, Payload, SkillRequest, Source  # noqa: E402
+from mnemobus.groups import GroupId  # noqa: E402
+from mnemobus.store.model import Episode, episode_id_for  # noqa: E402
+
+QUICK = quick()
+FACT_TARGET = 1_000 if QUICK else 10_000
+LATENCY_N = 300 if QUICK else 2_000
+RATE = 500
+SUSTAIN_S = 5 if QUICK else 20
+SOAK_S = 10 if QUICK else 600
+PEOPLE = [f"Person{i}" for i in range(400)]
+PROJECTS = [f"Project{i}" for i in range(300)]
+TOOLS = [f"tool{i}" for i in range(200)]
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def fill(settings, groups: list[GroupId]) -> dict[str, float]:
+    from datetime import UTC, datetime
+
+    engine = await open_engine(settings)
+    started = time.perf_counter()
+    n = 0
+    facts = 0
+    i = 0
+    try:
+        while facts < FACT_TARGET:
+            text = (f"{PEOPLE[i % len(PEOPLE)]} works on {PROJECTS[(i * 7) % len(PROJECTS)]}. "
+                    f"{PROJECTS[(i * 7) % len(PROJECTS)]} uses {TOOLS[(i * 13) % len(TOOLS)]}.")
+            for g in groups:
+                out = await engine.ingest(Episode(id=episode_id_for(g, f"fill-{i}", "exchange"), group_id=g, content=text,
+                                                  role="exchange", source_message_id=f"fill-{i}",
+                                                  reference_time=datetime.now(UTC)))
+                if g == groups[0]:
+                    facts += out.facts_added
+                n += 1
+            i += 1
+    finally:
+        await engine.close()
+    return {"fill_episodes": n, "fill_facts_per_group": facts,
+            "ingest_episodes_per_s": round(n / (time.perf_counter() - started), 1)}
+
+
+def _request(i: int, agent: str) -> bytes:
+    return SkillRequest(source=Source(platform="discord", user_id="111", channel_id="bench"),
+                        payload=Payload(skill="chat", content=f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?",
+                                        meta=Meta(agent_id=agent))).to_wire()
+
+
+def _direct(i: int) -> bytes:
+    req = EnrichedRequest.model_validate_json(_request(i, "bench"))
+    req.original_content = req.payload.content
+    return req.to_wire()
+
+
+async def closed_loop(bus: Bus, subject: str, make, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        data = make(i)
+        t = time.perf_counter()
+        await bus.request(subject, data, timeout_s=5)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+async def open_loop(bus: Bus, rate: float, seconds: float, pid: int | None = None) -> dict[str, float]:
+    lat: list[float] = []
+    errors = 0
+    rss: list[float] = []
+    interval = 1 / rate
+    started = time.perf_counter()
+
+    async def one(i: int) -> None:
+        nonlocal errors
+        t = time.perf_counter()
+        try:
+            msg = await bus.request(subjects.SKILL_REQUEST, _request(i, "bench"), timeout_s=5)
+            if b'"error"' in msg.data:
+                errors += 1
+        except Exception:
+            errors += 1
+        lat.append(time.perf_counter() - t)
+
+    async with anyio.create_task_group() as tg:
+        i = 0
+        next_sample = started
+        while (now := time.perf_counter()) - started < seconds:
+            target = started + i * interval
+            if now < target:
+                await anyio.sleep(target - now)
+            tg.start_soon(one, i)
+            i += 1
+            if pid and now >= next_sample:
+                rss.append(_rss_mb(pid))
+                next_sample = now + max(1.0, seconds / 60)
+    elapsed = time.perf_counter() - started
+    res = {"sent": i, "achieved_rps": round(len(lat) / elapsed, 1), "p50_ms": round(percentile(lat, 50) * 1000, 3),
+           "p99_ms": round(percentile(lat, 99) * 1000, 3), "errors": errors}
+    if rss:
+        res.update(rss_start_mb=round(rss[0], 1), rss_end_mb=round(rss[-1], 1), rss_peak_mb=round(max(rss), 1))
+    return res
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="mnemobus-bench-") as tmp:
+        tmpd = Path(tmp)
+        server = EmbeddedNatsServer(tmpd / "nats")
+        server.start()
+        cfg = {"nats": {"url": server.url}, "store": {"sqlite_path": str(tmpd / "m.sqlite3")},
+               "metrics": {"port": 0}, "identity": {"users_file": str(Path("workspace/users.yaml").resolve())},
+               "log_level": "WARNING"}
+        users = tmpd / "users.yaml"
+        users.write_text("users:\n  - id: josh\n    identities:\n      discord: '111'\n")
+        cfg["identity"]["users_file"] = str(users)
+        (tmpd / "m.yaml").write_text(yaml.safe_dump(cfg))
+        settings = load_settings(tmpd / "m.yaml")
+        figures: dict[str, float] = {}
+        figures.update(await fill(settings, [GroupId("user_josh"), GroupId("agent_bench__user_josh")]))
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "pipeline_server.py"), str(tmpd / "m.yaml")],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+            bus = await Bus.connect(server.url or "", settings.nats, name="bench")
+            await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), 50)  # warm
+            bare = await closed_loop(bus, subjects.skill_execute("bench"), _direct, LATENCY_N)
+            full = await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), LATENCY_N)
+            probe = json.loads((await bus.request(subjects.SKILL_REQUEST, _request(1, "bench"), timeout_s=5)).data)
+            figures.update({
+                "bare_relay_p50_ms": round(percentile(bare, 50) * 1000, 3),
+                "bare_relay_p99_ms": round(percentile(bare, 99) * 1000, 3),
+                "enriched_p50_ms": round(percentile(full, 50) * 1000, 3),
+                "enriched_p99_ms": round(percentile(full, 99) * 1000, 3),
+                "recall_status_sample": probe.get("memory", {}).get("status", "?"),
+                "recalled_facts_sample": probe.get("memory", {}).get("facts", 0),
+            })
+            figures["added_p50_ms"] = round(figures["enriched_p50_ms"] - figures["bare_relay_p50_ms"], 3)
+            figures["added_p99_ms"] = round(figures["enriched_p99_ms"] - figures["bare_relay_p99_ms"], 3)
+            sustained = await open_loop(bus, RATE, SUSTAIN_S)
+            figures.update({f"sustained_{k}": v for k, v in sustained.items()})
+            soak = await open_loop(bus, RATE / 2, SOAK_S, pid=proc.pid)
+            figures.update({f"soak_{k}": v for k, v in soak.items()})
+            figures["soak_seconds"] = SOAK_S
+            figures["plugin_peak_rss_mb"] = soak.get("rss_peak_mb", float("nan"))
+            figures["bench_client_peak_rss_mb"] = round(peak_rss_mb(), 1)
+            await bus.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            server.stop()
+    figures["facts_per_group"] = figures.pop("fill_facts_per_group")
+    print_table(f"pipeline bench ({'QUICK' if QUICK else 'full'}; {FACT_TARGET:,} facts per group target)", figures)
+    path = write_results("pipeline", figures, baseline="bare relay: the same requests sent straight to the executor, same run")
+    print(f"\nwritten to {path}")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,83 @@
+"""`mnemobus memory show|search|clear`: the /memory commands from a terminal.
+
+The CLI is one more requester of the running memory service
+(`memory.api.command` on the configured NATS), so the same identity rules,
+admin check and audit apply as in chat. The operator names the user they
+act as with `--user` (a canonical id from users.yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+import anyio
+
+from mnemobus import subjects
+from mnemobus.api.settings import api_settings
+from mnemobus.config import Settings
+from mnemobus.envelope import Meta, Payload, SkillRequest, Source
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("memory", help="show, search or clear memory (asks the running memory service)")
+    cmds = p.add_subparsers(dest="memory_command", required=True, metavar="show|search|clear")
+    show = cmds.add_parser("show", help="the facts memory holds as true now about the user")
+    search = cmds.add_parser("search", help="search the user's memory")
+    search.add_argument("query", nargs="+")
+    clear = cmds.add_parser("clear", help="erase a user's memory entirely (admins only)")
+    clear.add_argument("target", nargs="?", help="canonical user id to erase (default: the --user itself)")
+    for c in (show, search, clear):
+        c.add_argument("--user", required=True, help="canonical user id from users.yaml you act as")
+        c.add_argument("--agent", default="cli", help="agent whose per-agent view is included (default: cli)")
+        c.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the service")
+        c.set_defaults(handler=handle)
+
+
+def standalone_parser() -> argparse.ArgumentParser:
+    """The `memory` command alone, for tests and for embedding in another CLI."""
+    parser = argparse.ArgumentParser(prog="mnemobus")
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def command_text(args: argparse.Namespace) -> str:
+    words = ["/memory", args.memory_command]
+    if args.memory_command == "search":
+        words += args.query
+    elif args.memory_command == "clear" and args.target:
+        words.append(args.target)
+    return shlex.join(words)
+
+
+async def ask(settings: Settings, request: SkillRequest, timeout_s: float) -> dict:
+    from mnemobus.bus.connection import Bus
+
+    if not settings.nats.url:
+        raise RuntimeError("the memory commands talk to a running service: set nats.url (MNEMOBUS_NATS__URL)")
+    headers = None
+    if (key := api_settings(settings).api_key) is not None:
+        headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
+    bus = await Bus.connect(settings.nats.url, settings.nats, name="mnemobus-cli-memory")
+    try:
+        msg = await bus.request(subjects.api("command"), request.to_wire(), timeout_s, headers=headers)
+    finally:
+        await bus.close()
+    if msg.headers and "Nats-Service-Error" in msg.headers:
+        raise RuntimeError(f"memory service refused: {msg.headers['Nats-Service-Error']}")
+    return json.loads(msg.data)
+
+
+def handle(settings: Settings, args: argparse.Namespace) -> int:
+    """0 when the command did what was asked; 1 when it was refused or failed (the reason on stderr)."""
+    request = SkillRequest(source=Source(platform="cli", user_id=args.user),
+                           payload=Payload(skill="memory", content=command_text(args), meta=Meta(agent_id=args.agent)))
+    try:
+        reply = anyio.run(ask, settings, request, args.timeout)
+    except Exception as exc:  # no server, timeout, refusal: say it, exit non-zero
+        print(f"mnemobus memory: {exc}", file=sys.stderr)
+        return 1
+    print(reply["text"], file=sys.stdout if reply["ok"] else sys.stderr)
+    return 0 if reply["ok"] else 1

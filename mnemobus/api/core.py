@@ -1,0 +1,217 @@
+"""What the memory service does, once, whatever the transport.
+
+HTTP (`http.py`), NATS (`nats_service.py`) and the `/memory` commands
+(`commands.py`) are thin adapters over `MemoryService`; each maps the two
+refusals here onto its own wire: `InvalidMessage` (the caller must change
+the request: HTTP 422) and `NotFound` (HTTP 404).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid as uuidlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from mnemobus import subjects
+from mnemobus.engine.recall import MAX_GROUPS, MAX_QUERY_CHARS, checked_groups
+from mnemobus.envelope import EpisodeMessage
+from mnemobus.errors import InvalidMessage, MnemobusError
+from mnemobus.groups import GroupId
+from mnemobus.store.contract import DeleteCounts, FactHop
+from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for
+
+from mnemobus.api.models import Message
+from mnemobus.api.settings import ApiSettings, api_settings
+
+if TYPE_CHECKING:
+    from mnemobus.app import Runtime
+
+log = logging.getLogger("mnemobus.api")
+
+
+class NotFound(MnemobusError):
+    """The named fact, entity or episode does not exist (in any group the caller may see)."""
+
+
+class Forbidden(MnemobusError):
+    """The caller is known but may not do this (only admins from users.yaml may delete users' memory)."""
+
+
+def _one_group(group_id: str) -> GroupId:
+    return checked_groups([group_id])[0]
+
+
+def message_query(messages: Sequence[Message]) -> str:
+    """Graphiti's get-memory query: the messages joined; we keep the newest end when it is too long."""
+    text = "\n".join(f"{m.role or m.role_type}: {m.content}" for m in messages)
+    return text[-MAX_QUERY_CHARS:]
+
+
+def total(counts: Sequence[DeleteCounts]) -> DeleteCounts:
+    return DeleteCounts(episodes=sum(c.episodes for c in counts), entities=sum(c.entities for c in counts),
+                        facts=sum(c.facts for c in counts))
+
+
+@dataclass
+class MemoryService:
+    """One service over the runtime's engine and bus; every public coroutine is an API operation."""
+
+    rt: "Runtime"
+    config: ApiSettings
+
+    @classmethod
+    def of(cls, rt: "Runtime", config: ApiSettings | None = None) -> "MemoryService":
+        return cls(rt, config or api_settings(rt.settings))
+
+    @property
+    def store(self) -> Any:
+        return self.rt.engine.store
+
+    # -- health and status ------------------------------------------------------------------
+
+    async def health(self) -> tuple[bool, str]:
+        """Healthy means the store answers a trivial query, not just that the process is up."""
+        try:
+            with anyio.fail_after(2):
+                await self.store.ping()
+        except Exception as exc:
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, "ok"
+
+    def status(self) -> dict[str, Any] | None:
+        from worldstate.poller import current_document
+
+        return current_document(self.rt)
+
+    # -- ingestion --------------------------------------------------------------------------
+
+    def episode_for(self, group: GroupId, m: Message) -> EpisodeMessage:
+        """A Graphiti message as our episode; its uuid, when given, is the idempotency key within the group."""
+        source_id = m.uuid or uuidlib.uuid4().hex
+        return EpisodeMessage(episode_id=episode_id_for(group, source_id, m.role_type), group_id=group,
+                              role=m.role_type, content=m.content, source_message_id=source_id,
+                              reference_time=m.timestamp, platform=m.source_description or "graphiti-api",
+                              user_id=m.role or None)
+
+    async def add_messages(self, group_id: str, messages: Sequence[Message]) -> list[str]:
+        """Validate everything first, then publish each message to the durable episode stream.
+
+        Nothing is accepted that the worker would refuse: a bad group id or an
+        oversized message is refused here, before any of the batch is queued.
+        """
+        group = _one_group(group_id)
+        wires = [self.episode_for(group, m) for m in messages]
+        datas = [w.to_wire() for w in wires]
+        limit = self.rt.settings.nats.max_message_bytes
+        for i, data in enumerate(datas):
+            if len(data) > limit:
+                raise InvalidMessage("payload_too_large",
+                                     f"messages.{i}: {len(data)} bytes as an episode; the limit is {limit}")
+        for w, data in zip(wires, datas):
+            await self.rt.bus.js_publish(subjects.episode(group), data, msg_id=w.episode_id)
+        return [w.episode_id for w in wires]
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def all_groups(self) -> list[GroupId]:
+        return list(await self.store.group_ids())
+
+    async def search(self, group_ids: Sequence[str] | None, query: str, max_facts: int,
+                     as_of: datetime | None = None) -> list[Fact]:
+        """Facts only (no episodes): the Graphiti /search answer. No group ids means every group, up to the limit."""
+        groups = checked_groups(group_ids) if group_ids else None
+        if groups is None:
+            everything = await self.all_groups()
+            if len(everything) > MAX_GROUPS:
+                raise InvalidMessage("too_many_groups", f"the store holds {len(everything)} groups; a search "
+                                     f"without group_ids covers at most {MAX_GROUPS}: name the groups")
+            groups = tuple(everything)
+        with anyio.fail_after(self.config.search_timeout_s):
+            result = await self.rt.engine.recall(RecallQuery(text=query, group_ids=groups, as_of=as_of,
+                                                             max_facts=max_facts, max_episodes=0))
+        return [sf.fact for sf in result.facts]
+
+    async def episodes(self, group_id: str, last_n: int) -> list[Episode]:
+        return await self.rt.engine.episodes(_one_group(group_id), last_n)
+
+    async def locate_fact(self, fact_id: str) -> Fact:
+        """A fact by id alone, as Graphiti's /entity-edge/{uuid} asks; ids are unique across groups."""
+        for group in await self.all_groups():
+            found = await self.store.get_facts(group, [fact_id])
+            if found:
+                return found[0]
+        raise NotFound(f"no fact with uuid {fact_id!r}")
+
+    async def locate_episode(self, episode_id: str) -> Episode:
+        for group in await self.all_groups():
+            found = await self.store.get_episode(group, episode_id)
+            if found is not None:
+                return found
+        raise NotFound(f"no episode with uuid {episode_id!r}")
+
+    async def entity(self, group_id: str, entity_id: str) -> Entity:
+        found = await self.store.get_entities(_one_group(group_id), [entity_id])
+        if not found:
+            raise NotFound(f"no entity with uuid {entity_id!r} in group {group_id!r}")
+        return found[0]
+
+    async def search_entities(self, group_id: str, query: str, limit: int) -> list[Entity]:
+        return [se.entity for se in await self.rt.engine.search_entities(_one_group(group_id), query, limit)]
+
+    async def traverse(self, group_id: str, entity: str, *, relations: Sequence[str] | None, max_hops: int,
+                       limit: int, as_of: datetime | None) -> list[FactHop]:
+        return await self.rt.engine.graph_traverse(_one_group(group_id), entity, relations=relations,
+                                                   max_hops=max_hops, limit=limit, as_of=as_of)
+
+    async def facts_as_of(self, group_id: str, as_of: datetime, limit: int) -> list[Fact]:
+        return await self.rt.engine.facts_as_of(_one_group(group_id), as_of, limit)
+
+    async def history(self, group_id: str, entity: str, relation: str | None) -> list[Fact]:
+        return await self.rt.engine.edge_history(_one_group(group_id), entity, relation)
+
+    async def active_facts(self, groups: Sequence[GroupId], limit: int = 50) -> list[Fact]:
+        """What the memory holds as true now, across the groups, newest first."""
+        now = datetime.now(UTC)
+        facts: list[Fact] = []
+        for group in groups:
+            facts.extend(await self.store.facts_valid_at(group, now, limit))
+        facts.sort(key=lambda f: f.created_at, reverse=True)
+        return facts[:limit]
+
+    # -- deletes ----------------------------------------------------------------------------
+
+    async def retire_fact(self, fact_id: str) -> Fact:
+        """Graphiti's DELETE /entity-edge: the fact stops being valid now and is stamped expired, kept for history."""
+        fact = await self.locate_fact(fact_id)
+        now = datetime.now(UTC)
+        retired = replace(fact, expired_at=now,
+                          invalid_at=now if fact.invalid_at is None or fact.invalid_at > now else fact.invalid_at)
+        async with self.store.transaction() as txn:
+            await txn.update_fact(retired)
+        return retired
+
+    async def purge_queued(self, group: GroupId | None) -> None:
+        """Drop the group's episodes (and dead letters) still on the bus, so nothing deleted comes back."""
+        for stream, subject in ((subjects.EPISODE_STREAM, subjects.episode(group) if group else None),
+                                (subjects.DLQ_STREAM, subjects.dlq(group) if group else None)):
+            await self.rt.bus.js.purge_stream(stream, subject=subject)
+
+    async def delete_group(self, group_id: str) -> DeleteCounts:
+        """Every episode, entity, fact, link and embedding of the group, and its queued episodes."""
+        group = _one_group(group_id)
+        await self.purge_queued(group)
+        return await self.store.delete_group(group)
+
+    async def delete_episode(self, episode_id: str) -> DeleteCounts:
+        episode = await self.locate_episode(episode_id)
+        return await self.store.delete_episode(episode.group_id, episode.id)
+
+    async def clear(self) -> DeleteCounts:
+        """Graphiti's POST /clear: every group, and everything still queued."""
+        await self.purge_queued(None)
+        return total([await self.store.delete_group(g) for g in await self.all_groups()])

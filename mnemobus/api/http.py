@@ -1,0 +1,126 @@
+"""The Graphiti-compatible HTTP API: same paths, field names and status codes as Graphiti's service.
+
+FastAPI because Graphiti's own service is FastAPI: request validation
+answers 422 in the same `{"detail": [...]}` shape, and `/openapi.json`
+comes from the same models the handlers use, so the document cannot drift
+from the code. Where Graphiti accepts what it later fails on (a bad group
+id, a malformed client uuid), we answer 422 with the reason instead;
+docs/api.md lists every difference.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, status
+from fastapi.responses import JSONResponse
+
+from mnemobus import __version__
+from mnemobus.api.core import MemoryService, NotFound, message_query
+from mnemobus.api.models import (
+    AcceptedResult,
+    AddMessagesRequest,
+    DeleteResult,
+    EpisodeResult,
+    FactResult,
+    GetMemoryRequest,
+    GetMemoryResponse,
+    HealthResult,
+    SearchQuery,
+    SearchResults,
+)
+from mnemobus.errors import InvalidMessage, StoreUnavailable
+
+
+def key_matches(expected: str, authorization: str | None, x_api_key: str | None) -> bool:
+    """`Authorization: Bearer <key>` or `X-API-Key: <key>`, compared in constant time."""
+    given = x_api_key or ""
+    if authorization and authorization.lower().startswith("bearer "):
+        given = authorization[7:].strip()
+    return bool(given) and secrets.compare_digest(given.encode(), expected.encode())
+
+
+def create_app(service: MemoryService) -> FastAPI:
+    """The app for one service; no globals, so tests and the role each build their own."""
+    api_key = service.config.api_key.get_secret_value() if service.config.api_key else None
+
+    async def require_key(authorization: Annotated[str | None, Header()] = None,
+                          x_api_key: Annotated[str | None, Header()] = None) -> None:
+        if api_key is not None and not key_matches(api_key, authorization, x_api_key):
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong API key",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    app = FastAPI(title="mnemobus memory API", version=__version__,
+                  description="Graphiti-compatible REST API over the mnemobus memory service.")
+    guarded = [Depends(require_key)]
+
+    @app.exception_handler(InvalidMessage)
+    async def _invalid(_: Request, exc: InvalidMessage) -> JSONResponse:
+        return JSONResponse({"detail": f"{exc.reason}: {exc.detail}"}, status_code=422)
+
+    @app.exception_handler(NotFound)
+    async def _missing(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(TimeoutError)
+    async def _timeout(_: Request, exc: TimeoutError) -> JSONResponse:
+        return JSONResponse({"detail": "the memory service did not answer in time"}, status_code=504)
+
+    @app.get("/healthcheck", response_model=HealthResult)
+    async def healthcheck() -> JSONResponse:
+        ok, why = await service.health()
+        body = HealthResult(status="healthy" if ok else "unhealthy", store=why)
+        return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+
+    @app.post("/messages", status_code=202, response_model=AcceptedResult, dependencies=guarded)
+    async def add_messages(req: AddMessagesRequest) -> AcceptedResult:
+        ids = await service.add_messages(req.group_id, req.messages)
+        return AcceptedResult(message="Messages added to processing queue", success=True, episode_uuids=ids)
+
+    @app.post("/search", response_model=SearchResults, dependencies=guarded)
+    async def search(query: SearchQuery) -> SearchResults:
+        facts = await service.search(query.group_ids, query.query, query.max_facts, query.as_of)
+        return SearchResults(facts=[FactResult.of(f) for f in facts])
+
+    @app.post("/get-memory", response_model=GetMemoryResponse, dependencies=guarded)
+    async def get_memory(req: GetMemoryRequest) -> GetMemoryResponse:
+        facts = await service.search([req.group_id], message_query(req.messages), req.max_facts)
+        return GetMemoryResponse(facts=[FactResult.of(f) for f in facts])
+
+    @app.get("/episodes/{group_id}", response_model=list[EpisodeResult], dependencies=guarded)
+    async def episodes(group_id: str, last_n: Annotated[int, Query(ge=1, le=1000)]) -> list[EpisodeResult]:
+        return [EpisodeResult.of(e) for e in await service.episodes(group_id, last_n)]
+
+    @app.get("/entity-edge/{uuid}", response_model=FactResult, dependencies=guarded)
+    async def get_entity_edge(uuid: str) -> FactResult:
+        return FactResult.of(await service.locate_fact(uuid))
+
+    @app.delete("/entity-edge/{uuid}", response_model=DeleteResult, dependencies=guarded)
+    async def delete_entity_edge(uuid: str) -> DeleteResult:
+        await service.retire_fact(uuid)
+        return DeleteResult(message="Entity Edge deleted", success=True, facts=1)
+
+    @app.delete("/group/{group_id}", response_model=DeleteResult, dependencies=guarded)
+    async def delete_group(group_id: str) -> DeleteResult:
+        c = await service.delete_group(group_id)
+        return DeleteResult(message="Group deleted", success=True, episodes=c.episodes, entities=c.entities,
+                            facts=c.facts)
+
+    @app.delete("/episode/{uuid}", response_model=DeleteResult, dependencies=guarded)
+    async def delete_episode(uuid: str) -> DeleteResult:
+        c = await service.delete_episode(uuid)
+        return DeleteResult(message="Episode deleted", success=True, episodes=c.episodes, entities=c.entities,
+                            facts=c.facts)
+
+    @app.post("/clear", response_model=DeleteResult, dependencies=guarded)
+    async def clear() -> DeleteResult:
+        c = await service.clear()
+        return DeleteResult(message="Graph cleared", success=True, episodes=c.episodes, entities=c.entities,
+                            facts=c.facts)
+
+    return app

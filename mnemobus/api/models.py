@@ -1,0 +1,230 @@
+"""Request and response bodies, named and shaped as the Graphiti REST service names them.
+
+The same models serve HTTP and NATS, so a client can switch transports
+without changing a field. Field names are snake_case, as Graphiti's are;
+additions beyond Graphiti's shape are marked in docs/api.md.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mnemobus.envelope import utcnow
+from mnemobus.store.model import Entity, Episode, Fact
+
+#: what a client-given message uuid may look like: it becomes part of an idempotency key
+CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+class Body(BaseModel):
+    """Unknown fields are ignored, as FastAPI does for Graphiti's DTOs."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Message(Body):
+    content: str = Field(min_length=1, max_length=200_000)
+    uuid: str | None = Field(default=None, description="idempotency key: the same uuid in the same group is stored once")
+    name: str = ""
+    role_type: Literal["user", "assistant", "system"]
+    role: str | None = None
+    timestamp: datetime = Field(default_factory=utcnow)
+    source_description: str = ""
+
+    @field_validator("uuid")
+    @classmethod
+    def _uuid(cls, v: str | None) -> str | None:
+        if v is not None and not CLIENT_ID_RE.match(v):
+            raise ValueError("uuid must be 1-128 characters of letters, digits, '_', '-', '.' or ':'")
+        return v
+
+
+class AddMessagesRequest(Body):
+    group_id: str
+    messages: list[Message] = Field(min_length=1, max_length=1000)
+
+
+class SearchQuery(Body):
+    group_ids: list[str] | None = None
+    query: str = Field(max_length=4000)
+    max_facts: int = Field(default=10, ge=1, le=100)
+    as_of: datetime | None = Field(default=None, description="mnemobus addition: facts valid at this time (default now)")
+
+
+class GetMemoryRequest(Body):
+    group_id: str
+    max_facts: int = Field(default=10, ge=1, le=100)
+    center_node_uuid: str | None = None
+    messages: list[Message] = Field(min_length=1, max_length=1000)
+
+
+class FactResult(BaseModel):
+    uuid: str
+    name: str
+    fact: str
+    valid_at: datetime | None
+    invalid_at: datetime | None
+    created_at: datetime
+    expired_at: datetime | None
+    source_node_uuid: str
+    target_node_uuid: str
+    episodes: list[str]
+    group_id: str
+    confidence: float
+
+    @classmethod
+    def of(cls, f: Fact) -> "FactResult":
+        return cls(uuid=f.id, name=f.relation, fact=f.fact, valid_at=f.valid_at, invalid_at=f.invalid_at,
+                   created_at=f.created_at, expired_at=f.expired_at, source_node_uuid=f.subject_id,
+                   target_node_uuid=f.object_id, episodes=list(f.episode_ids), group_id=f.group_id,
+                   confidence=f.confidence)
+
+
+class SearchResults(BaseModel):
+    facts: list[FactResult]
+
+
+class GetMemoryResponse(BaseModel):
+    facts: list[FactResult]
+
+
+class Result(BaseModel):
+    message: str
+    success: bool
+
+
+class DeleteResult(Result):
+    episodes: int = 0
+    entities: int = 0
+    facts: int = 0
+
+
+class AcceptedResult(Result):
+    episode_uuids: list[str]
+
+
+class EpisodeResult(BaseModel):
+    """Graphiti's EpisodicNode fields, plus the role and the message id the episode came from."""
+
+    uuid: str
+    name: str
+    group_id: str
+    labels: list[str]
+    created_at: datetime
+    source: str
+    source_description: str
+    content: str
+    valid_at: datetime
+    entity_edges: list[str]
+    role: str
+    source_message_id: str
+
+    @classmethod
+    def of(cls, e: Episode) -> "EpisodeResult":
+        return cls(uuid=e.id, name=e.source_message_id, group_id=e.group_id, labels=["Episodic"],
+                   created_at=e.created_at or e.reference_time, source="message",
+                   source_description=e.platform or "", content=e.content, valid_at=e.reference_time,
+                   entity_edges=[], role=e.role, source_message_id=e.source_message_id)
+
+
+class HealthResult(BaseModel):
+    status: Literal["healthy", "unhealthy"]
+    store: str = "ok"
+
+
+class EntityResult(BaseModel):
+    uuid: str
+    name: str
+    group_id: str
+    labels: list[str]
+    summary: str
+    aliases: list[str]
+    confidence: float
+    created_at: datetime | None
+    last_seen: datetime | None
+
+    @classmethod
+    def of(cls, e: Entity) -> "EntityResult":
+        return cls(uuid=e.id, name=e.name, group_id=e.group_id, labels=["Entity", e.type], summary=e.summary,
+                   aliases=list(e.aliases), confidence=e.confidence, created_at=e.first_seen, last_seen=e.last_seen)
+
+
+# -- NATS-only requests ------------------------------------------------------------------------
+
+class EpisodesRequest(Body):
+    group_id: str
+    last_n: int = Field(default=10, ge=1, le=1000)
+
+
+class ByIdRequest(Body):
+    uuid: str = Field(min_length=1, max_length=256)
+
+
+class EntityByIdRequest(ByIdRequest):
+    group_id: str
+
+
+class DeleteGroupRequest(Body):
+    group_id: str
+
+
+class EntitySearchRequest(Body):
+    group_id: str
+    query: str = Field(min_length=1, max_length=4000)
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+class TraverseRequest(Body):
+    group_id: str
+    entity: str = Field(min_length=1, max_length=512)
+    relations: list[str] | None = None
+    max_hops: int = Field(default=2, ge=1, le=6)
+    limit: int = Field(default=20, ge=1, le=500)
+    as_of: datetime | None = None
+
+
+class AsOfRequest(Body):
+    group_id: str
+    as_of: datetime
+    limit: int = Field(default=1000, ge=1, le=10_000)
+
+
+class HistoryRequest(Body):
+    group_id: str
+    entity: str = Field(min_length=1, max_length=512)
+    relation: str | None = None
+
+
+class HopResult(BaseModel):
+    hop: int
+    fact: FactResult
+
+
+class FactsResult(BaseModel):
+    facts: list[FactResult]
+
+
+class HopsResult(BaseModel):
+    hops: list[HopResult]
+
+
+class EntitiesResult(BaseModel):
+    entities: list[EntityResult]
+
+
+class EpisodesResult(BaseModel):
+    episodes: list[EpisodeResult]
+
+
+class DeleteUserRequest(Body):
+    user_id: str = Field(min_length=1, max_length=64)
+    actor: str = Field(min_length=1, max_length=64, description="the canonical id of the admin asking")
+
+
+class StatusResult(BaseModel):
+    available: bool
+    document: dict[str, Any] | None

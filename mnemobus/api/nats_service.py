@@ -1,0 +1,243 @@
+"""The memory service over NATS: `memory.api.<endpoint>` request-reply, on the `nats.micro` service API.
+
+`nats.micro` gives us, for free, a queue group per endpoint (so instances
+share load), and `$SRV.PING|INFO|STATS.mnemobus-memory` with per-endpoint
+request, error and latency counts. Bodies are the same JSON models as the
+HTTP API; an error answer carries `Nats-Service-Error-Code` (the HTTP status
+it would have had: 401, 404, 422, 503, 504) and `Nats-Service-Error`.
+
+nats-py runs a subscription's callbacks one at a time, so each handler hands
+the request to the role's task group under a per-endpoint limiter and
+returns: the `$SRV.STATS` request counts are exact, while outcomes and
+latency are recorded where the work finishes, in the process's registry
+(`mnemobus_messages_total` / `mnemobus_handler_seconds`, endpoint `api.<name>`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from nats.micro import add_service
+from nats.micro.request import Request
+from nats.micro.service import Service
+from pydantic import BaseModel, ValidationError
+
+from mnemobus import __version__, subjects
+from mnemobus.api import models as m
+from mnemobus.api.commands import CommandReply, run_command
+from mnemobus.api.core import Forbidden, MemoryService, NotFound
+from mnemobus.api.gdpr import hard_delete_user
+from mnemobus.api.http import key_matches
+from mnemobus.bus.endpoint import describe_validation_error
+from mnemobus.envelope import SkillRequest, WireModel
+from mnemobus.errors import InvalidMessage, StoreUnavailable
+
+log = logging.getLogger("mnemobus.api.nats")
+
+SERVICE_NAME = "mnemobus-memory"
+QUEUE = "memory-api"
+
+Op = Callable[[Any], Awaitable[BaseModel]]
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def _parse(model: type[BaseModel], data: bytes) -> Any:
+    try:
+        return model.model_validate_json(data or b"{}")
+    except ValidationError as exc:
+        raise ApiError(422, describe_validation_error(exc)) from exc
+
+
+def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
+    """endpoint name -> (request model, coroutine producing the reply model)."""
+
+    async def search(q: m.SearchQuery) -> BaseModel:
+        facts = await svc.search(q.group_ids, q.query, q.max_facts, q.as_of)
+        return m.SearchResults(facts=[m.FactResult.of(f) for f in facts])
+
+    async def get_memory(q: m.GetMemoryRequest) -> BaseModel:
+        from mnemobus.api.core import message_query
+
+        facts = await svc.search([q.group_id], message_query(q.messages), q.max_facts)
+        return m.GetMemoryResponse(facts=[m.FactResult.of(f) for f in facts])
+
+    async def add_messages(q: m.AddMessagesRequest) -> BaseModel:
+        ids = await svc.add_messages(q.group_id, q.messages)
+        return m.AcceptedResult(message="Messages added to processing queue", success=True, episode_uuids=ids)
+
+    async def episodes(q: m.EpisodesRequest) -> BaseModel:
+        return m.EpisodesResult(episodes=[m.EpisodeResult.of(e) for e in await svc.episodes(q.group_id, q.last_n)])
+
+    async def fact(q: m.ByIdRequest) -> BaseModel:
+        return m.FactResult.of(await svc.locate_fact(q.uuid))
+
+    async def entity(q: m.EntityByIdRequest) -> BaseModel:
+        return m.EntityResult.of(await svc.entity(q.group_id, q.uuid))
+
+    async def entities(q: m.EntitySearchRequest) -> BaseModel:
+        found = await svc.search_entities(q.group_id, q.query, q.limit)
+        return m.EntitiesResult(entities=[m.EntityResult.of(e) for e in found])
+
+    async def traverse(q: m.TraverseRequest) -> BaseModel:
+        hops = await svc.traverse(q.group_id, q.entity, relations=q.relations, max_hops=q.max_hops,
+                                  limit=q.limit, as_of=q.as_of)
+        return m.HopsResult(hops=[m.HopResult(hop=h.hop, fact=m.FactResult.of(h.fact)) for h in hops])
+
+    async def as_of(q: m.AsOfRequest) -> BaseModel:
+        return m.FactsResult(facts=[m.FactResult.of(f) for f in await svc.facts_as_of(q.group_id, q.as_of, q.limit)])
+
+    async def history(q: m.HistoryRequest) -> BaseModel:
+        return m.FactsResult(facts=[m.FactResult.of(f) for f in await svc.history(q.group_id, q.entity, q.relation)])
+
+    async def delete_group(q: m.DeleteGroupRequest) -> BaseModel:
+        c = await svc.delete_group(q.group_id)
+        return m.DeleteResult(message="Group deleted", success=True, episodes=c.episodes, entities=c.entities,
+                              facts=c.facts)
+
+    async def delete_episode(q: m.ByIdRequest) -> BaseModel:
+        c = await svc.delete_episode(q.uuid)
+        return m.DeleteResult(message="Episode deleted", success=True, episodes=c.episodes, entities=c.entities,
+                              facts=c.facts)
+
+    async def delete_user(q: m.DeleteUserRequest) -> BaseModel:
+        return await hard_delete_user(svc, q.user_id, actor=q.actor)
+
+    async def health(_: m.Body) -> BaseModel:
+        ok, why = await svc.health()
+        return m.HealthResult(status="healthy" if ok else "unhealthy", store=why)
+
+    async def status(_: m.Body) -> BaseModel:
+        doc = svc.status()
+        return m.StatusResult(available=doc is not None, document=doc)
+
+    async def command(q: SkillRequest) -> CommandReply:
+        return await run_command(svc, q)
+
+    return {
+        "search": (m.SearchQuery, search),
+        "get-memory": (m.GetMemoryRequest, get_memory),
+        "messages": (m.AddMessagesRequest, add_messages),
+        "episodes": (m.EpisodesRequest, episodes),
+        "fact": (m.ByIdRequest, fact),
+        "entity": (m.EntityByIdRequest, entity),
+        "entities": (m.EntitySearchRequest, entities),
+        "traverse": (m.TraverseRequest, traverse),
+        "as-of": (m.AsOfRequest, as_of),
+        "history": (m.HistoryRequest, history),
+        "delete-group": (m.DeleteGroupRequest, delete_group),
+        "delete-episode": (m.ByIdRequest, delete_episode),
+        "delete-user": (m.DeleteUserRequest, delete_user),
+        "health": (m.Body, health),
+        "status": (m.Body, status),
+        "command": (SkillRequest, command),
+    }
+
+
+class NatsApi:
+    """The micro service plus the bookkeeping to drain it: stop taking requests, finish the ones in flight."""
+
+    def __init__(self, svc: MemoryService, tg: TaskGroup) -> None:
+        self.svc = svc
+        self.tg = tg
+        self.service: Service | None = None
+        self.accepting = True
+        self._inflight = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._limiters: dict[str, anyio.CapacityLimiter] = {}
+
+    async def start(self) -> None:
+        bus = self.svc.rt.bus
+        self.service = await add_service(bus.nc, name=SERVICE_NAME, version=__version__, queue_group=QUEUE,
+                                         description="mnemobus memory service (Graphiti-compatible bodies)")
+        for name, (model, op) in operations(self.svc).items():
+            self._limiters[name] = anyio.CapacityLimiter(self.svc.config.max_inflight)
+            await self.service.add_endpoint(name=name, subject=subjects.api(name), handler=self._handler(name, model, op))
+
+    def _handler(self, name: str, model: type[BaseModel], op: Op) -> Callable[[Request], Awaitable[None]]:
+        async def handle(req: Request) -> None:
+            if not self.accepting:
+                await req.respond_error("503", "memory service is stopping; retry")
+                return
+            limiter = self._limiters[name]
+            token = object()
+            await limiter.acquire_on_behalf_of(token)  # waiting here leaves the rest queued: backpressure
+            if self._inflight == 0:
+                self._idle = anyio.Event()
+            self._inflight += 1
+            self.tg.start_soon(self._run, name, model, op, req, limiter, token)
+
+        return handle
+
+    def _check_key(self, req: Request) -> None:
+        key = self.svc.config.api_key
+        if key is None:
+            return
+        headers = req.headers or {}
+        if not key_matches(key.get_secret_value(), headers.get("Authorization"), headers.get("X-API-Key")):
+            raise ApiError(401, "missing or wrong API key (send an Authorization: Bearer header)")
+
+    async def _run(self, name: str, model: type[BaseModel], op: Op, req: Request,
+                   limiter: anyio.CapacityLimiter, token: object) -> None:
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            try:
+                self._check_key(req)
+                reply = await op(_parse(model, req.data))
+                await req.respond(reply.model_dump_json(by_alias=isinstance(reply, WireModel)).encode())
+            except ApiError as exc:
+                outcome = "invalid"
+                await req.respond_error(str(exc.code), exc.detail)
+            except InvalidMessage as exc:
+                outcome = "invalid"
+                await req.respond_error("422", f"{exc.reason}: {exc.detail}")
+            except Forbidden as exc:
+                outcome = "invalid"
+                await req.respond_error("403", str(exc))
+            except NotFound as exc:
+                outcome = "invalid"
+                await req.respond_error("404", str(exc))
+            except StoreUnavailable as exc:
+                outcome = "error"
+                await req.respond_error("503", f"store unavailable: {exc}")
+            except TimeoutError:
+                outcome = "error"
+                await req.respond_error("504", "the memory service did not answer in time")
+            except Exception as exc:  # one bad request must never stop the endpoint
+                outcome = "error"
+                log.exception("memory api %s failed", name)
+                await req.respond_error("500", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # the requester went away; nothing left to tell
+            log.warning("could not answer a %s request: %s", name, exc)
+        finally:
+            metrics = self.svc.rt.metrics
+            metrics.messages.labels(endpoint=f"api.{name}", outcome=outcome).inc()
+            metrics.handler_seconds.labels(endpoint=f"api.{name}").observe(time.perf_counter() - started)
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+            limiter.release_on_behalf_of(token)
+
+    async def stop(self) -> None:
+        """Refuse new requests, let the running ones answer (up to the drain timeout), then unsubscribe."""
+        self.accepting = False
+        with anyio.move_on_after(self.svc.config.drain_timeout_s) as scope:
+            await self._idle.wait()
+        if scope.cancelled_caught:
+            log.warning("%d memory api request(s) still running after %ss", self._inflight,
+                        self.svc.config.drain_timeout_s)
+        if self.service is not None:
+            await self.service.stop()
+

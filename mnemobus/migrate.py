@@ -1,0 +1,136 @@
+"""`mnemobus migrate`: copy groups between stores (embedded SQLite <-> Neo4j), counts checked.
+
+Users start on the embedded store and move to Neo4j when they outgrow one
+machine (and back, for a local copy). Rows are copied as stored, embeddings
+included, so nothing is re-extracted or re-embedded and recall gives the same
+answers afterwards. Each episode's rows are written through the store's one
+write transaction (the same path ingestion takes), one batch per transaction,
+so an interrupted run can simply be started again: episodes already present
+are skipped, and entities and facts already present are left alone.
+
+A source store must offer `group_ids()` and `export_group(group_id)` (the
+`Exportable` protocol below) besides the GraphStore contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from mnemobus.errors import MnemobusError
+from mnemobus.groups import GroupId
+from mnemobus.store.contract import GraphStore, Vector
+from mnemobus.store.model import Entity, Episode, Fact
+
+BATCH = 200
+
+
+@dataclass(frozen=True, slots=True)
+class GroupExport:
+    """Every row of one group as stored: what a migration copies."""
+
+    group_id: GroupId
+    episodes: list[tuple[Episode, bool, Vector | None]] = field(default_factory=list)  # (episode, screened, vector)
+    entities: list[tuple[Entity, Vector | None]] = field(default_factory=list)
+    facts: list[tuple[Fact, Vector | None]] = field(default_factory=list)
+    mentions: list[tuple[str, str]] = field(default_factory=list)  # (episode id, entity id)
+
+
+@runtime_checkable
+class Exportable(Protocol):
+    async def group_ids(self) -> list[GroupId]:
+        """Every group the store holds."""
+
+    async def export_group(self, group_id: GroupId) -> GroupExport:
+        """All rows of the group, with embeddings and screening flags."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCounts:
+    group_id: GroupId
+    episodes: int
+    entities: int
+    facts: int
+
+
+class MigrationMismatch(MnemobusError):
+    """After copying, the destination's counts differ from the source's; the message lists them."""
+
+
+Progress = Callable[[str, int, int], None]  # (what, done, total)
+
+
+def text_progress(what: str, done: int, total: int) -> None:
+    """A one-line progress bar on stderr (the CLI's default)."""
+    import sys
+
+    width = 30
+    filled = width if total == 0 else int(width * done / total)
+    end = "\n" if done >= total else ""
+    sys.stderr.write(f"\r{what:<32.32} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}{end}")
+    sys.stderr.flush()
+
+
+async def migrate(
+    src: GraphStore,
+    dst: GraphStore,
+    group_ids: Sequence[GroupId] | None = None,
+    progress: Progress | None = None,
+) -> list[GroupCounts]:
+    """Copy the named groups (all when None) from src to dst; return per-group counts, verified on dst."""
+    if not isinstance(src, Exportable):
+        raise MnemobusError(f"the {src.name} store cannot export groups (it lacks group_ids/export_group)")
+    groups = list(group_ids) if group_ids is not None else await src.group_ids()
+    report = progress or (lambda what, done, total: None)
+    results: list[GroupCounts] = []
+    mismatches: list[str] = []
+    for gid in groups:
+        dump = await src.export_group(gid)
+        total = len(dump.episodes) + len(dump.entities) + len(dump.facts)
+        done = 0
+        what = f"{gid}"
+        report(what, done, total)
+        # entities first (facts need their endpoints), then facts, then episodes and their mentions
+        existing = {e.id for e in await dst.get_entities(gid, [e.id for e, _ in dump.entities])} if dump.entities else set()
+        for chunk in _chunks([x for x in dump.entities if x[0].id not in existing], BATCH):
+            async with dst.transaction() as tx:
+                for ent, vec in chunk:
+                    await tx.insert_entity(ent, vec)
+            done += len(chunk)
+            report(what, done, total)
+        done += len(existing)
+        present = {f.id for f in await dst.get_facts(gid, [f.id for f, _ in dump.facts])} if dump.facts else set()
+        for chunk in _chunks([x for x in dump.facts if x[0].id not in present], BATCH):
+            async with dst.transaction() as tx:
+                for fct, vec in chunk:
+                    await tx.insert_fact(fct, vec)
+            done += len(chunk)
+            report(what, done, total)
+        done += len(present)
+        mentions: dict[str, list[str]] = {}
+        for ep_id, ent_id in dump.mentions:
+            mentions.setdefault(ep_id, []).append(ent_id)
+        for chunk in _chunks(dump.episodes, BATCH):
+            async with dst.transaction() as tx:
+                for ep, screened, vec in chunk:
+                    if await tx.insert_episode(ep, screened=screened, embedding=vec):
+                        for ent_id in mentions.get(ep.id, ()):
+                            await tx.link_episode_entity(gid, ep.id, ent_id)
+            done += len(chunk)
+            report(what, done, total)
+        counts = GroupCounts(
+            gid, await dst.count_episodes(gid), len(await dst.get_entities(gid, [e.id for e, _ in dump.entities])),
+            await dst.count_facts(gid),
+        )
+        want = GroupCounts(gid, await src.count_episodes(gid), len(dump.entities), await src.count_facts(gid))
+        if counts != want:
+            mismatches.append(f"{gid}: source {want}, destination {counts}")
+        results.append(counts)
+    if mismatches:
+        raise MigrationMismatch("counts differ after migration:\n  " + "\n  ".join(mismatches))
+    return results
+
+
+def _chunks(items: list, size: int) -> list[list]:  # type: ignore[type-arg]
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -1,0 +1,915 @@
+"""Neo4j 5.26+ backend of the graph store contract (production, shared by many processes).
+
+Layout in the graph: ``(:Episode)``, ``(:Entity)``, ``(:Alias)-[:ALIAS_OF]->(:Entity)``,
+``(:Episode)-[:MENTIONS]->(:Entity)`` and one ``(:Entity)-[:FACT]->(:Entity)``
+relationship per fact version. Every node and fact carries ``group_id`` (the
+isolation boundary, in every query's WHERE) and ``gk``, a digits-only token of the
+group id that full-text queries must match, so a Lucene search never leaves its
+group even though Community Edition has one database.
+
+Why the choices:
+- Only parameters reach the server; user text that goes into a Lucene query is
+  escaped term by term. No Cypher is built from data.
+- Vectors are plain float lists: Bolt 6 vector types do not exist on 5.26.
+- Vector candidates come from the HNSW index when the group is large and from an
+  exact in-group scan otherwise, so small groups (the common case) get exactly the
+  answers the embedded store gives, and large ones stay fast.
+- Reads run in managed transactions (retried by the driver on transient errors);
+  an episode's writes go through one explicit transaction that the engine drives
+  (it reads its own writes while resolving entities), committed at the end or
+  rolled back, so nothing is acknowledged before it is stored.
+- Neo4j older than 5.18 is refused at open: relationship vector indexes and
+  ``vector.similarity.cosine`` arrived in 5.18.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import numpy as np
+from neo4j import READ_ACCESS, WRITE_ACCESS, AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, AsyncTransaction
+from neo4j import exceptions as nx
+
+from mnemobus.errors import StoreIntegrityError, StoreUnavailable
+from mnemobus.groups import GroupId
+from mnemobus.migrate import GroupExport
+from mnemobus.store.contract import DeleteCounts, FactHop, Hit, Vector
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact
+
+MIN_VERSION = (5, 18)
+EMBEDDING_DIM = 384
+ANN_OVERSAMPLE = 10
+
+T = TypeVar("T")
+
+SCHEMA: tuple[str, ...] = (
+    "CREATE CONSTRAINT mb_episode_id IF NOT EXISTS FOR (n:Episode) REQUIRE n.id IS UNIQUE",
+    "CREATE CONSTRAINT mb_entity_id IF NOT EXISTS FOR (n:Entity) REQUIRE n.id IS UNIQUE",
+    "CREATE CONSTRAINT mb_fact_id IF NOT EXISTS FOR ()-[r:FACT]-() REQUIRE r.id IS UNIQUE",
+    "CREATE CONSTRAINT mb_alias_key IF NOT EXISTS FOR (n:Alias) REQUIRE (n.group_id, n.key) IS UNIQUE",
+    "CREATE INDEX mb_episode_group IF NOT EXISTS FOR (n:Episode) ON (n.group_id, n.reference_time)",
+    "CREATE INDEX mb_entity_group IF NOT EXISTS FOR (n:Entity) ON (n.group_id)",
+    "CREATE INDEX mb_fact_group IF NOT EXISTS FOR ()-[r:FACT]-() ON (r.group_id)",
+    "CREATE INDEX mb_fact_subject IF NOT EXISTS FOR ()-[r:FACT]-() ON (r.subject_id)",
+    "CREATE FULLTEXT INDEX mb_fact_text IF NOT EXISTS FOR ()-[r:FACT]-() "
+    "ON EACH [r.fact, r.subject_name, r.relation_text, r.object_name, r.gk] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
+    "CREATE FULLTEXT INDEX mb_entity_text IF NOT EXISTS FOR (n:Entity) "
+    "ON EACH [n.name, n.canonical_name, n.alias_text, n.gk] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
+    "CREATE FULLTEXT INDEX mb_episode_text IF NOT EXISTS FOR (n:Episode) "
+    "ON EACH [n.content, n.response, n.gk] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
+    "CREATE VECTOR INDEX mb_fact_vec IF NOT EXISTS FOR ()-[r:FACT]-() ON (r.embedding) "
+    "OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}",
+    "CREATE VECTOR INDEX mb_entity_vec IF NOT EXISTS FOR (n:Entity) ON (n.embedding) "
+    "OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}",
+    "CREATE VECTOR INDEX mb_episode_vec IF NOT EXISTS FOR (n:Episode) ON (n.embedding) "
+    "OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}",
+)
+SCHEMA_NAMES = frozenset(re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) for q in SCHEMA)  # type: ignore[union-attr]
+
+_RETRYABLE = (nx.ServiceUnavailable, nx.SessionExpired, nx.TransientError)
+_TRANSIENT = (nx.ServiceUnavailable, nx.SessionExpired, nx.TransientError, nx.DriverError, OSError)
+_LUCENE_SPECIAL = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
+_LUCENE_WORDS = frozenset({"AND", "OR", "NOT", "TO"})
+
+
+def group_key(group_id: str) -> str:
+    """Digits-only token of the group id: one Lucene term that no analyzer splits or stems."""
+    return str(int.from_bytes(hashlib.sha256(group_id.encode()).digest()[:8], "big"))
+
+
+def lucene_terms(terms: Sequence[str]) -> str:
+    """Terms as an OR of escaped Lucene terms; user text can never become query syntax."""
+    out = []
+    for t in terms:
+        t = t.strip()
+        if not t:
+            continue
+        if t.upper() in _LUCENE_WORDS:
+            t = t.lower()
+        out.append(_LUCENE_SPECIAL.sub(r"\\\1", t))
+    return " OR ".join(out)
+
+
+def _vec(v: Vector | Sequence[float] | None) -> list[float] | None:
+    if v is None:
+        return None
+    return np.asarray(v, dtype=np.float32).astype(float).tolist()
+
+
+def _dt(v: Any) -> datetime | None:
+    if v is None:
+        return None
+    if hasattr(v, "to_native"):
+        v = v.to_native()
+    if isinstance(v, datetime) and v.tzinfo is None:
+        v = v.replace(tzinfo=UTC)
+    return v
+
+
+def _utc(v: datetime | None) -> datetime | None:
+    """Datetimes go to Neo4j as zoned DateTime; naive ones are taken as UTC (the contract's convention)."""
+    if v is None:
+        return None
+    return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+
+
+def _cos(score: float) -> float:
+    """Neo4j reports cosine rescaled to (1+cos)/2; the contract speaks plain cosine."""
+    return 2.0 * float(score) - 1.0
+
+
+def _episode(n: dict[str, Any]) -> Episode:
+    return Episode(
+        id=n["id"],
+        group_id=GroupId(n["group_id"]),
+        content=n["content"],
+        role=n["role"],
+        source_message_id=n["source_message_id"],
+        reference_time=_dt(n["reference_time"]),  # type: ignore[arg-type]
+        response=n.get("response"),
+        agent_id=n.get("agent_id"),
+        platform=n.get("platform"),
+        channel_id=n.get("channel_id"),
+        created_at=_dt(n.get("created_at")),
+    )
+
+
+def _entity(n: dict[str, Any]) -> Entity:
+    return Entity(
+        id=n["id"],
+        group_id=GroupId(n["group_id"]),
+        name=n["name"],
+        canonical_name=n["canonical_name"],
+        type=n.get("type") or "thing",
+        aliases=tuple(sorted(n.get("aliases") or ())),
+        summary=n.get("summary") or "",
+        confidence=float(n.get("confidence", 1.0)),
+        first_seen=_dt(n.get("first_seen")),
+        last_seen=_dt(n.get("last_seen")),
+    )
+
+
+def _fact(r: dict[str, Any], subject_name: str | None = None, object_name: str | None = None) -> Fact:
+    # provenance pairs in episode-id order, as the embedded store lists them
+    prov = sorted(zip(r.get("episode_ids") or (), r.get("source_message_ids") or (), strict=False))
+    return Fact(
+        id=r["id"],
+        group_id=GroupId(r["group_id"]),
+        subject_id=r["subject_id"],
+        object_id=r["object_id"],
+        subject_name=subject_name if subject_name is not None else r.get("subject_name", ""),
+        object_name=object_name if object_name is not None else r.get("object_name", ""),
+        relation=r["relation"],
+        edge_type=r["edge_type"],
+        fact=r["fact"],
+        confidence=float(r["confidence"]),
+        valid_at=_dt(r.get("valid_at")),
+        invalid_at=_dt(r.get("invalid_at")),
+        created_at=_dt(r["created_at"]),  # type: ignore[arg-type]
+        expired_at=_dt(r.get("expired_at")),
+        superseded_by=r.get("superseded_by"),
+        last_seen=_dt(r.get("last_seen")),
+        episode_ids=tuple(e for e, _ in prov),
+        source_message_ids=tuple(m for _, m in prov),
+        retrieval_count=int(r.get("retrieval_count") or 0),
+    )
+
+
+# Cypher fragments (constants, never data)
+_VALID = "(r.valid_at IS NULL OR r.valid_at <= $as_of) AND (r.invalid_at IS NULL OR $as_of < r.invalid_at)"
+_FACT_RETURN = "r {.*, embedding: null} AS r, s.name AS sn, o.name AS on"
+_EPISODE_PROPS = (
+    "id", "group_id", "content", "role", "source_message_id", "reference_time", "response",
+    "agent_id", "platform", "channel_id", "created_at",
+)
+
+
+def _episode_params(e: Episode, screened: bool, embedding: Vector | None) -> dict[str, Any]:
+    return {
+        "id": e.id, "group_id": e.group_id, "gk": group_key(e.group_id), "content": e.content, "role": e.role,
+        "source_message_id": e.source_message_id, "reference_time": _utc(e.reference_time),
+        "response": e.response, "agent_id": e.agent_id, "platform": e.platform, "channel_id": e.channel_id,
+        "created_at": _utc(e.created_at) or datetime.now(UTC), "screened": bool(screened),
+        "embedding": _vec(embedding),
+    }
+
+
+def _fact_params(f: Fact, embedding: Vector | None) -> dict[str, Any]:
+    return {
+        "id": f.id, "group_id": f.group_id, "gk": group_key(f.group_id), "subject_id": f.subject_id,
+        "object_id": f.object_id, "subject_name": f.subject_name, "object_name": f.object_name,
+        "relation": f.relation, "relation_text": f.relation.replace("_", " "), "edge_type": f.edge_type, "fact": f.fact, "confidence": float(f.confidence),
+        "valid_at": _utc(f.valid_at), "invalid_at": _utc(f.invalid_at), "created_at": _utc(f.created_at),
+        "expired_at": _utc(f.expired_at), "superseded_by": f.superseded_by, "last_seen": _utc(f.last_seen),
+        "episode_ids": list(f.episode_ids), "source_message_ids": list(f.source_message_ids),
+        "retrieval_count": int(f.retrieval_count), "embedding": _vec(embedding),
+    }
+
+
+def _entity_params(e: Entity, embedding: Vector | None) -> dict[str, Any]:
+    return {
+        "id": e.id, "group_id": e.group_id, "gk": group_key(e.group_id), "name": e.name,
+        "canonical_name": e.canonical_name, "type": e.type, "aliases": sorted({e.canonical_name, *e.aliases}),
+        "alias_text": " ".join(sorted({e.canonical_name, *e.aliases})), "summary": e.summary, "confidence": float(e.confidence),
+        "first_seen": _utc(e.first_seen), "last_seen": _utc(e.last_seen), "embedding": _vec(embedding),
+    }
+
+
+# One statement applies every buffered write of a transaction, kinds in dependency order
+# (entities before the observations, links and facts that name them). Each part reports
+# what it touched, so a missing endpoint is named instead of silently skipped.
+_FLUSH = (
+    "CALL { UNWIND $ents AS p CREATE (e:Entity) SET e = p WITH e, p "
+    "  CALL { WITH e, p UNWIND p.aliases AS key "
+    "    MERGE (a:Alias {group_id: p.group_id, key: key}) ON CREATE SET a.entity_id = p.id "
+    "    FOREACH (_ IN CASE WHEN a.entity_id = p.id THEN [1] ELSE [] END | MERGE (a)-[:ALIAS_OF]->(e)) } "
+    "  RETURN count(*) AS n_ents } "
+    "CALL { UNWIND $obs AS o "
+    "  CALL { WITH o MATCH (e:Entity {id: o.id, group_id: o.g}) "
+    "    MERGE (a:Alias {group_id: o.g, key: o.alias}) ON CREATE SET a.entity_id = o.id "
+    "    SET e.name = o.name, "
+    "        e.aliases = CASE WHEN a.entity_id = o.id AND NOT o.alias IN coalesce(e.aliases, []) "
+    "                         THEN coalesce(e.aliases, []) + o.alias ELSE e.aliases END, "
+    "        e.last_seen = CASE WHEN e.last_seen IS NULL OR e.last_seen < o.seen THEN o.seen ELSE e.last_seen END, "
+    "        e.first_seen = CASE WHEN e.first_seen IS NULL OR e.first_seen > o.seen THEN o.seen ELSE e.first_seen END "
+    "    SET e.alias_text = reduce(t = '', x IN coalesce(e.aliases, []) | t + ' ' + x) "
+    "    FOREACH (_ IN CASE WHEN a.entity_id = o.id THEN [1] ELSE [] END | MERGE (a)-[:ALIAS_OF]->(e)) "
+    "    RETURN o.id AS hit } "
+    "  RETURN collect(hit) AS obs_hit } "
+    "CALL { UNWIND $links AS l MATCH (ep:Episode {id: l.ep, group_id: l.g}), (e:Entity {id: l.en, group_id: l.g}) "
+    "  MERGE (ep)-[:MENTIONS]->(e) RETURN count(*) AS n_links } "
+    "CALL { UNWIND $facts AS p "
+    "  MATCH (s:Entity {id: p.subject_id, group_id: p.group_id}), (o:Entity {id: p.object_id, group_id: p.group_id}) "
+    "  CREATE (s)-[r:FACT]->(o) SET r = p RETURN collect(p.id) AS fact_hit } "
+    "CALL { UNWIND $upds AS u MATCH ()-[r:FACT {id: u.id, group_id: u.g}]->() "
+    "  SET r.confidence = u.confidence, r.last_seen = u.last_seen, r.valid_at = u.valid_at, "
+    "      r.invalid_at = u.invalid_at, r.expired_at = u.expired_at, r.superseded_by = u.superseded_by "
+    "  RETURN collect(u.id) AS upd_hit } "
+    "CALL { UNWIND $srcs AS x "
+    "  CALL { WITH x MATCH ()-[r:FACT {id: x.id, group_id: x.g}]->() WHERE NOT x.ep IN coalesce(r.episode_ids, []) "
+    "    SET r.episode_ids = coalesce(r.episode_ids, []) + x.ep, "
+    "        r.source_message_ids = coalesce(r.source_message_ids, []) + x.sm RETURN 1 AS one } "
+    "  RETURN count(*) AS n_srcs } "
+    "RETURN obs_hit, fact_hit, upd_hit"
+)
+
+
+class _Pending:
+    """Writes buffered since the last flush, and what they could change for a read in the same transaction."""
+
+    def __init__(self) -> None:
+        self.ents: list[dict[str, Any]] = []
+        self.obs: list[dict[str, Any]] = []
+        self.links: list[dict[str, Any]] = []
+        self.facts: list[dict[str, Any]] = []
+        self.upds: list[dict[str, Any]] = []
+        self.srcs: list[dict[str, Any]] = []
+        self.alias_keys: set[tuple[str, str]] = set()  # (group, alias) an alias lookup could now resolve differently
+        self.entities: set[str] = set()  # entity ids whose stored fields change
+        self.vector_groups: set[str] = set()  # groups gaining an entity embedding
+        self.chains: set[tuple[str, str, str]] = set()  # (group, subject, relation) gaining a fact
+        self.fact_ids: set[str] = set()  # facts whose stored fields change
+        self.src_keys: set[tuple[str, str]] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.ents or self.obs or self.links or self.facts or self.upds or self.srcs)
+
+
+class _Neo4jWriteTxn:
+    """The WriteTxn of the contract over one explicit Neo4j transaction.
+
+    Why it buffers: each Bolt round trip costs ~1-2 ms on loopback and far more
+    across a network, and the engine makes a dozen write calls per episode.
+    Writes are queued and sent as one UNWIND statement (`_FLUSH`) when the
+    transaction commits or when a read could see them. A read runs without
+    flushing when nothing queued could change its answer (the alias is not a
+    queued alias, no returned row is a queued change); otherwise the queue is
+    flushed first. Errors a write would have raised at once (unknown entity,
+    duplicate id) are raised at the flush instead, always before commit, so
+    the episode is still all-or-nothing.
+    """
+
+    def __init__(self, tx: AsyncTransaction) -> None:
+        self._tx = tx
+        self._p = _Pending()
+        self.round_trips = 0
+
+    async def _run(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        self.round_trips += 1
+        result = await self._tx.run(query, params)
+        return await result.data()
+
+    async def flush(self) -> None:
+        """Send every queued write in one statement; raise StoreIntegrityError naming what was refused."""
+        p, self._p = self._p, _Pending()
+        if not p:
+            return
+        try:
+            rows = await self._run(_FLUSH, ents=p.ents, obs=p.obs, links=p.links, facts=p.facts, upds=p.upds, srcs=p.srcs)
+        except nx.ConstraintError as exc:
+            raise StoreIntegrityError(f"Neo4j refused the write: {exc.message}") from exc
+        got = rows[0]
+        missing_obs = [o for o in p.obs if o["id"] not in set(got["obs_hit"])]
+        if missing_obs:
+            o = missing_obs[0]
+            raise StoreIntegrityError(f"entity {o['id']} is not in group {o['g']}")
+        hit = set(got["fact_hit"])
+        for f in p.facts:
+            if f["id"] not in hit:
+                raise StoreIntegrityError(
+                    f"fact {f['id']!r}: subject {f['subject_id']!r} or object {f['object_id']!r} "
+                    f"is not an entity of group {f['group_id']!r}"
+                )
+        hit = set(got["upd_hit"])
+        for u in p.upds:
+            if u["id"] not in hit:
+                raise StoreIntegrityError(f"fact {u['id']} is not in group {u['g']}")
+
+    async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
+        p = _episode_params(episode, screened, embedding)
+        try:
+            rows = await self._run(
+                "OPTIONAL MATCH (old:Episode {id: $p.id}) "
+                "CALL { WITH old WITH old WHERE old IS NULL CREATE (n:Episode) SET n = $p } "
+                "RETURN old IS NULL AS created",
+                p={k: v for k, v in p.items() if v is not None},
+            )
+        except nx.ConstraintError as exc:  # a concurrent transaction stored the same id first
+            raise StoreIntegrityError(f"episode id {episode.id!r} already stored: {exc.message}") from exc
+        return bool(rows[0]["created"])
+
+    async def entity_by_alias(self, group_id: GroupId, alias: str) -> Entity | None:
+        if (group_id, alias) in self._p.alias_keys:
+            await self.flush()
+        query = (
+            "MATCH (:Alias {group_id: $g, key: $k})-[:ALIAS_OF]->(e:Entity {group_id: $g}) "
+            "RETURN e {.*, embedding: null} AS e LIMIT 1"
+        )
+        rows = await self._run(query, g=group_id, k=alias)
+        if rows and rows[0]["e"]["id"] in self._p.entities:
+            await self.flush()
+            rows = await self._run(query, g=group_id, k=alias)
+        return _entity(rows[0]["e"]) if rows else None
+
+    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
+        if group_id in self._p.vector_groups:
+            await self.flush()
+        query = (
+            "MATCH (e:Entity {group_id: $g}) WHERE e.embedding IS NOT NULL "
+            "WITH e, vector.similarity.cosine(e.embedding, $v) AS s ORDER BY s DESC, e.id LIMIT $k "
+            "RETURN e {.*, embedding: null} AS e, s"
+        )
+        params = {"g": group_id, "v": _vec(vector), "k": int(k)}
+        rows = await self._run(query, **params)
+        if any(r["e"]["id"] in self._p.entities for r in rows):
+            await self.flush()
+            rows = await self._run(query, **params)
+        return [(_entity(r["e"]), _cos(r["s"])) for r in rows]
+
+    async def insert_entity(self, entity: Entity, embedding: Vector | None) -> None:
+        p = {k: v for k, v in _entity_params(entity, embedding).items() if v is not None}
+        self._p.ents.append(p)
+        self._p.entities.add(entity.id)
+        self._p.alias_keys.update((entity.group_id, a) for a in p["aliases"])
+        if embedding is not None:
+            self._p.vector_groups.add(entity.group_id)
+
+    async def observe_entity(
+        self, group_id: GroupId, entity_id: str, *, name: str, alias: str, seen: datetime
+    ) -> None:
+        # an alias already owned by another entity stays with it (first writer wins, as in the embedded store)
+        self._p.obs.append({"id": entity_id, "g": group_id, "name": name, "alias": alias, "seen": _utc(seen)})
+        self._p.entities.add(entity_id)
+        self._p.alias_keys.add((group_id, alias))
+
+    async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None:
+        self._p.links.append({"ep": episode_id, "en": entity_id, "g": group_id})
+
+    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
+        if (group_id, subject_id, relation) in self._p.chains:
+            await self.flush()
+        query = (
+            "MATCH (s:Entity)-[r:FACT {group_id: $g, subject_id: $s, relation: $rel}]->(o:Entity) "
+            f"RETURN {_FACT_RETURN}, s.id AS sid, o.id AS oid "
+            "ORDER BY r.valid_at IS NOT NULL, r.valid_at, r.created_at, r.id"
+        )
+        rows = await self._run(query, g=group_id, s=subject_id, rel=relation)
+        if any(x["r"]["id"] in self._p.fact_ids or x["sid"] in self._p.entities or x["oid"] in self._p.entities
+               for x in rows):
+            await self.flush()
+            rows = await self._run(query, g=group_id, s=subject_id, rel=relation)
+        return [_fact(x["r"], x["sn"], x["on"]) for x in rows]
+
+    async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
+        self._p.facts.append({k: v for k, v in _fact_params(fact, embedding).items() if v is not None})
+        self._p.chains.add((fact.group_id, fact.subject_id, fact.relation))
+        self._p.fact_ids.add(fact.id)
+
+    async def update_fact(self, fact: Fact) -> None:
+        self._p.upds.append({
+            "id": fact.id, "g": fact.group_id, "confidence": float(fact.confidence), "last_seen": _utc(fact.last_seen),
+            "valid_at": _utc(fact.valid_at), "invalid_at": _utc(fact.invalid_at), "expired_at": _utc(fact.expired_at),
+            "superseded_by": fact.superseded_by,
+        })
+        self._p.fact_ids.add(fact.id)
+
+    async def add_fact_source(self, group_id: GroupId, fact_id: str, episode_id: str, source_message_id: str) -> None:
+        if (fact_id, episode_id) in self._p.src_keys:
+            return  # already queued: the statement checks stored provenance, not its own earlier rows
+        self._p.src_keys.add((fact_id, episode_id))
+        self._p.srcs.append({"id": fact_id, "g": group_id, "ep": episode_id, "sm": source_message_id})
+        self._p.fact_ids.add(fact_id)
+
+
+class Neo4jStore:
+    """GraphStore on Neo4j 5.18+ (5.26 LTS tested), over the async driver."""
+
+    name = "neo4j"
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        user: str | None = None,
+        password: str | None = None,
+        database: str | None = None,
+        connect_timeout_s: float = 30.0,
+        max_retry_time_s: float = 5.0,
+    ) -> None:
+        self.uri = uri
+        self._auth = (user, password or "") if user else None
+        self.database = database
+        self.connect_timeout_s = connect_timeout_s
+        self.max_retry_time_s = max_retry_time_s
+        self._driver: AsyncDriver | None = None
+        self._write_lock = asyncio.Lock()
+        self.server_version: tuple[int, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Neo4jStore:
+        """Build from `StoreSettings.neo4j` (uri, user, password, database)."""
+        pw = settings.password.get_secret_value() if settings.password is not None else None
+        return cls(settings.uri, user=settings.user, password=pw, database=settings.database)
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect (retrying with backoff while Neo4j is starting or down), check the version, create the schema."""
+        if self._driver is not None:
+            return
+        driver = AsyncGraphDatabase.driver(
+            self.uri, auth=self._auth, max_transaction_retry_time=self.max_retry_time_s,
+            connection_acquisition_timeout=10.0, connection_timeout=5.0,
+        )
+        deadline = time.monotonic() + self.connect_timeout_s
+        delay = 0.2
+        last: Exception | None = None
+        while True:
+            try:
+                await driver.verify_connectivity()
+                break
+            except nx.AuthError as exc:
+                await driver.close()
+                raise StoreUnavailable(f"Neo4j at {self.uri} refused the credentials: {exc.message}") from exc
+            except _TRANSIENT as exc:
+                last = exc
+            if time.monotonic() + delay > deadline:
+                await driver.close()
+                raise StoreUnavailable(
+                    f"Neo4j at {self.uri} did not answer within {self.connect_timeout_s:.0f} s "
+                    f"(last error: {type(last).__name__}: {last}); is the server running?"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        try:
+            await self._check_version(driver)
+            await self._ensure_schema(driver)
+        except BaseException:
+            await driver.close()
+            raise
+        self._driver = driver
+
+    async def _check_version(self, driver: AsyncDriver) -> None:
+        records, _, _ = await driver.execute_query(
+            "CALL dbms.components() YIELD name, versions RETURN name, versions[0] AS v", database_=self.database
+        )
+        raw = next((r["v"] for r in records if r["name"] == "Neo4j Kernel"), records[0]["v"] if records else "0")
+        nums = tuple(int(x) for x in re.findall(r"\d+", raw)[:3])
+        self.server_version = nums
+        if nums[:2] < MIN_VERSION:
+            raise StoreIntegrityError(
+                f"Neo4j at {self.uri} is version {raw}; mnemobus needs 5.18 or newer because "
+                "relationship vector indexes and vector.similarity.cosine arrived in 5.18"
+            )
+
+    async def _ensure_schema(self, driver: AsyncDriver) -> None:
+        """Create missing constraints and indexes (idempotent; one listing query when all exist)."""
+        have: set[str] = set()
+        for q in ("SHOW CONSTRAINTS YIELD name", "SHOW INDEXES YIELD name"):
+            records, _, _ = await driver.execute_query(q, database_=self.database)
+            have.update(r["name"] for r in records)
+        missing = [q for q in SCHEMA if re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) not in have]  # type: ignore[union-attr]
+        for q in missing:
+            try:
+                await driver.execute_query(q, database_=self.database)
+            except nx.ClientError as exc:
+                # another process created an equivalent one between our listing and now
+                if "EquivalentSchemaRule" not in (exc.code or "") and "already exists" not in (exc.message or ""):
+                    raise StoreIntegrityError(f"creating schema failed: {q}: {exc.message}") from exc
+        if missing:
+            await driver.execute_query("CALL db.awaitIndexes(300)", database_=self.database)
+
+    async def close(self) -> None:
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            await driver.close()
+
+    async def ping(self) -> None:
+        await self._read(lambda tx: _data(tx, "RETURN 1 AS one"))
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _drv(self) -> AsyncDriver:
+        if self._driver is None:
+            raise StoreUnavailable("the Neo4j store is not open")
+        return self._driver
+
+    async def _read(self, fn: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
+        try:
+            async with self._drv().session(database=self.database) as s:
+                return await s.execute_read(fn)
+        except _TRANSIENT as exc:
+            raise StoreUnavailable(f"Neo4j read failed: {type(exc).__name__}: {exc}") from exc
+
+    async def _write(self, fn: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
+        try:
+            async with self._drv().session(database=self.database) as s:
+                return await s.execute_write(fn)
+        except nx.ConstraintError as exc:
+            raise StoreIntegrityError(f"Neo4j refused the write: {exc.message}") from exc
+        except _TRANSIENT as exc:
+            raise StoreUnavailable(f"Neo4j write failed: {type(exc).__name__}: {exc}") from exc
+
+    async def _q(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        """A read in one auto-commit transaction: one round trip (a managed transaction needs two).
+
+        Reads are idempotent, so a transient failure (leader switch, dropped
+        connection) is retried here with backoff for up to max_retry_time_s.
+        """
+        deadline = time.monotonic() + self.max_retry_time_s
+        delay = 0.05
+        while True:
+            try:
+                async with self._drv().session(database=self.database, default_access_mode=READ_ACCESS) as s:
+                    result = await s.run(query, params)
+                    return await result.data()
+            except _RETRYABLE as exc:
+                if time.monotonic() + delay > deadline:
+                    raise StoreUnavailable(f"Neo4j read failed: {type(exc).__name__}: {exc}") from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except _TRANSIENT as exc:
+                raise StoreUnavailable(f"Neo4j read failed: {type(exc).__name__}: {exc}") from exc
+
+    # -- episodes -----------------------------------------------------------------
+
+    async def get_episode(self, group_id: GroupId, episode_id: str) -> Episode | None:
+        rows = await self._q(
+            "MATCH (n:Episode {id: $id, group_id: $g}) RETURN n {.*, embedding: null} AS n", id=episode_id, g=group_id
+        )
+        return _episode(rows[0]["n"]) if rows else None
+
+    async def episodes(self, group_id: GroupId, last_n: int = 10) -> list[Episode]:
+        rows = await self._q(
+            "MATCH (n:Episode {group_id: $g}) RETURN n {.*, embedding: null} AS n "
+            "ORDER BY n.reference_time DESC, n.created_at DESC, n.id LIMIT $k",
+            g=group_id, k=int(last_n),
+        )
+        return [_episode(r["n"]) for r in rows]
+
+    async def count_episodes(self, group_id: GroupId | None = None) -> int:
+        if group_id is None:
+            rows = await self._q("MATCH (n:Episode) RETURN count(n) AS c")
+        else:
+            rows = await self._q("MATCH (n:Episode {group_id: $g}) RETURN count(n) AS c", g=group_id)
+        return int(rows[0]["c"])
+
+    async def count_screened(self, group_id: GroupId | None = None) -> int:
+        if group_id is None:
+            rows = await self._q("MATCH (n:Episode) WHERE n.screened RETURN count(n) AS c")
+        else:
+            rows = await self._q("MATCH (n:Episode {group_id: $g}) WHERE n.screened RETURN count(n) AS c", g=group_id)
+        return int(rows[0]["c"])
+
+    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
+        rows = await self._q(
+            "UNWIND range(0, size($ids) - 1) AS i MATCH (n:Episode {id: $ids[i], group_id: $g}) "
+            "RETURN n {.*, embedding: null} AS n ORDER BY i",
+            ids=list(episode_ids), g=group_id,
+        )
+        return [_episode(r["n"]) for r in rows]
+
+    async def delete_group(self, group_id: GroupId) -> DeleteCounts:
+        async def work(tx: AsyncManagedTransaction) -> DeleteCounts:
+            f = await _data(tx, "MATCH ()-[r:FACT {group_id: $g}]->() DELETE r RETURN count(r) AS c", {"g": group_id})
+            e = await _data(tx, "MATCH (n:Entity {group_id: $g}) DETACH DELETE n RETURN count(n) AS c", {"g": group_id})
+            await _data(tx, "MATCH (n:Alias {group_id: $g}) DETACH DELETE n", {"g": group_id})
+            p = await _data(tx, "MATCH (n:Episode {group_id: $g}) DETACH DELETE n RETURN count(n) AS c", {"g": group_id})
+            return DeleteCounts(episodes=p[0]["c"], entities=e[0]["c"], facts=f[0]["c"])
+
+        return await self._write(work)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[_Neo4jWriteTxn]:
+        """One explicit transaction for one episode: committed on normal exit, rolled back otherwise."""
+        async with self._write_lock:
+            try:
+                async with self._drv().session(database=self.database) as s:
+                    tx = await s.begin_transaction()
+                    try:
+                        wtx = _Neo4jWriteTxn(tx)
+                        yield wtx
+                        await wtx.flush()
+                    except BaseException:
+                        try:
+                            await tx.rollback()
+                        except _TRANSIENT:
+                            pass  # the server drops an unfinished transaction when the connection goes
+                        raise
+                    await tx.commit()
+            except nx.ConstraintError as exc:
+                raise StoreIntegrityError(f"Neo4j refused the write: {exc.message}") from exc
+            except _TRANSIENT as exc:
+                raise StoreUnavailable(f"Neo4j write failed, nothing stored: {type(exc).__name__}: {exc}") from exc
+
+    # -- candidate queries ------------------------------------------------------------
+
+    async def search_facts_text(self, group_id: GroupId, terms: Sequence[str], as_of: datetime, limit: int) -> list[Hit]:
+        q = lucene_terms(terms)
+        if not q:
+            return []
+        rows = await self._q(
+            "CALL db.index.fulltext.queryRelationships('mb_fact_text', $q) YIELD relationship AS r, score "
+            f"WHERE r.group_id = $g AND {_VALID} RETURN r.id AS id, score LIMIT $k",
+            q=f"+gk:{group_key(group_id)} +({q})", g=group_id, as_of=_utc(as_of), k=int(limit),
+        )
+        return [Hit(r["id"], float(r["score"])) for r in rows]
+
+    async def _group_size(self, label_query: str, group_id: GroupId) -> int:
+        rows = await self._q(label_query, g=group_id)
+        return int(rows[0]["c"])
+
+    async def search_facts_vector(self, group_id: GroupId, vector: Vector, as_of: datetime, limit: int) -> list[Hit]:
+        params = {"g": group_id, "v": _vec(vector), "as_of": _utc(as_of), "k": int(limit)}
+        exact = (
+            "MATCH ()-[r:FACT {group_id: $g}]->() WHERE r.embedding IS NOT NULL AND " + _VALID + " "
+            "WITH r, vector.similarity.cosine(r.embedding, $v) AS s ORDER BY s DESC, r.id LIMIT $k "
+            "RETURN r.id AS id, s"
+        )
+        ann = (
+            "CALL db.index.vector.queryRelationships('mb_fact_vec', $n, $v) YIELD relationship AS r "
+            "WHERE r.group_id = $g AND " + _VALID + " "
+            "WITH r, vector.similarity.cosine(r.embedding, $v) AS s RETURN r.id AS id, s ORDER BY s DESC, r.id LIMIT $k"
+        )
+        return await self._vector_search(exact, ann, params, "MATCH ()-[r:FACT {group_id: $g}]->() RETURN count(r) AS c")
+
+    async def _vector_search(self, exact: str, ann: str, params: dict[str, Any], count_q: str) -> list[Hit]:
+        """ANN first with oversampling (rescored exactly); when it finds too few of the group's rows, scan the group exactly."""
+        k = params["k"]
+        if k <= 0:
+            return []
+        rows = await self._q(ann, n=min(max(k * ANN_OVERSAMPLE, 100), 10_000), **params)
+        if len(rows) < k:  # the group holds few of the store's vectors: an exact in-group scan is cheap
+            rows = await self._q(exact, **params)
+        return [Hit(r["id"], _cos(r["s"])) for r in rows]
+
+    async def search_entities_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
+        q = lucene_terms(terms)
+        if not q:
+            return []
+        rows = await self._q(
+            "CALL db.index.fulltext.queryNodes('mb_entity_text', $q) YIELD node AS n, score "
+            "WHERE n.group_id = $g RETURN n.id AS id, score LIMIT $k",
+            q=f"+gk:{group_key(group_id)} +({q})", g=group_id, k=int(limit),
+        )
+        return [Hit(r["id"], float(r["score"])) for r in rows]
+
+    async def search_entities_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
+        params = {"g": group_id, "v": _vec(vector), "k": int(limit)}
+        exact = (
+            "MATCH (n:Entity {group_id: $g}) WHERE n.embedding IS NOT NULL "
+            "WITH n, vector.similarity.cosine(n.embedding, $v) AS s ORDER BY s DESC, n.id LIMIT $k "
+            "RETURN n.id AS id, s"
+        )
+        ann = (
+            "CALL db.index.vector.queryNodes('mb_entity_vec', $n, $v) YIELD node AS n "
+            "WHERE n.group_id = $g WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"
+        )
+        return await self._vector_search(exact, ann, params, "MATCH (n:Entity {group_id: $g}) RETURN count(n) AS c")
+
+    async def search_episodes_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
+        q = lucene_terms(terms)
+        if not q:
+            return []
+        rows = await self._q(
+            "CALL db.index.fulltext.queryNodes('mb_episode_text', $q) YIELD node AS n, score "
+            "WHERE n.group_id = $g RETURN n.id AS id, score LIMIT $k",
+            q=f"+gk:{group_key(group_id)} +({q})", g=group_id, k=int(limit),
+        )
+        return [Hit(r["id"], float(r["score"])) for r in rows]
+
+    async def search_episodes_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
+        params = {"g": group_id, "v": _vec(vector), "k": int(limit)}
+        exact = (
+            "MATCH (n:Episode {group_id: $g}) WHERE n.embedding IS NOT NULL "
+            "WITH n, vector.similarity.cosine(n.embedding, $v) AS s ORDER BY s DESC, n.id LIMIT $k "
+            "RETURN n.id AS id, s"
+        )
+        ann = (
+            "CALL db.index.vector.queryNodes('mb_episode_vec', $n, $v) YIELD node AS n "
+            "WHERE n.group_id = $g WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"
+        )
+        return await self._vector_search(exact, ann, params, "MATCH (n:Episode {group_id: $g}) RETURN count(n) AS c")
+
+    async def neighbourhood(
+        self,
+        group_id: GroupId,
+        entity_ids: Sequence[str],
+        *,
+        as_of: datetime,
+        max_hops: int,
+        relations: Sequence[str] | None = None,
+        edge_types: Sequence[EdgeType] | None = None,
+        limit: int = 50,
+    ) -> list[FactHop]:
+        """Breadth-first, one query per hop; each hop's facts by confidence then id, as the embedded store orders them."""
+        seen_facts: set[str] = set()
+        visited: set[str] = set(entity_ids)
+        frontier = sorted(visited)
+        out: list[FactHop] = []
+        for hop in range(1, max_hops + 1):
+            if not frontier or len(out) >= limit:
+                break
+            rows = await self._q(
+                "UNWIND $front AS eid MATCH (a:Entity {id: eid, group_id: $g})-[r:FACT {group_id: $g}]-(b:Entity) "
+                f"WHERE {_VALID} AND ($rels IS NULL OR r.relation IN $rels) "
+                "AND ($types IS NULL OR r.edge_type IN $types) AND NOT r.id IN $seen "
+                "WITH DISTINCT r, startNode(r) AS s, endNode(r) AS o "
+                f"RETURN {_FACT_RETURN} ORDER BY r.confidence DESC, r.id LIMIT $k",
+                front=frontier, g=group_id, k=int(limit) * 4, as_of=_utc(as_of), seen=sorted(seen_facts),
+                rels=list(relations) if relations is not None else None,
+                types=list(edge_types) if edge_types is not None else None,
+            )
+            nxt: set[str] = set()
+            for x in rows:
+                f = _fact(x["r"], x["sn"], x["on"])
+                if f.id in seen_facts:
+                    continue
+                seen_facts.add(f.id)
+                if len(out) < limit:
+                    out.append(FactHop(f, hop))
+                for e in (f.subject_id, f.object_id):
+                    if e not in visited:
+                        nxt.add(e)
+            visited |= nxt
+            frontier = sorted(nxt)
+        return out[:limit]
+
+    # -- fetches -------------------------------------------------------------------------
+
+    async def get_facts(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Fact]:
+        rows = await self._q(
+            "UNWIND range(0, size($ids) - 1) AS i MATCH (s:Entity)-[r:FACT {id: $ids[i], group_id: $g}]->(o:Entity) "
+            f"RETURN {_FACT_RETURN} ORDER BY i",
+            ids=list(fact_ids), g=group_id,
+        )
+        return [_fact(x["r"], x["sn"], x["on"]) for x in rows]
+
+    async def get_entities(self, group_id: GroupId, entity_ids: Sequence[str]) -> list[Entity]:
+        rows = await self._q(
+            "UNWIND range(0, size($ids) - 1) AS i MATCH (n:Entity {id: $ids[i], group_id: $g}) "
+            "RETURN n {.*, embedding: null} AS n ORDER BY i",
+            ids=list(entity_ids), g=group_id,
+        )
+        return [_entity(r["n"]) for r in rows]
+
+    async def facts_valid_at(self, group_id: GroupId, as_of: datetime, limit: int = 1000) -> list[Fact]:
+        rows = await self._q(
+            f"MATCH (s:Entity)-[r:FACT {{group_id: $g}}]->(o:Entity) WHERE {_VALID} "
+            f"RETURN {_FACT_RETURN} ORDER BY r.valid_at IS NOT NULL, r.valid_at, r.id LIMIT $k",
+            g=group_id, as_of=_utc(as_of), k=int(limit),
+        )
+        return [_fact(x["r"], x["sn"], x["on"]) for x in rows]
+
+    async def edge_history(self, group_id: GroupId, subject_id: str, relation: str | None = None) -> list[Fact]:
+        rows = await self._q(
+            "MATCH (s:Entity)-[r:FACT {group_id: $g, subject_id: $s}]->(o:Entity) "
+            "WHERE $rel IS NULL OR r.relation = $rel "
+            f"RETURN {_FACT_RETURN} ORDER BY r.valid_at IS NULL, r.valid_at DESC, r.created_at DESC, r.id",
+            g=group_id, s=subject_id, rel=relation,
+        )
+        return [_fact(x["r"], x["sn"], x["on"]) for x in rows]
+
+    async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
+        if not fact_ids:
+            return
+
+        # one auto-commit write (one round trip, it sits on the recall path); not retried, because a
+        # failure after the server applied it would count twice
+        try:
+            async with self._drv().session(database=self.database, default_access_mode=WRITE_ACCESS) as s:
+                result = await s.run(
+                    "UNWIND $ids AS fid MATCH ()-[r:FACT {id: fid, group_id: $g}]->() "
+                    "SET r.retrieval_count = coalesce(r.retrieval_count, 0) + 1",
+                    {"ids": list(fact_ids), "g": group_id},
+                )
+                await result.consume()
+        except _TRANSIENT as exc:
+            raise StoreUnavailable(f"Neo4j write failed: {type(exc).__name__}: {exc}") from exc
+
+    async def count_facts(self, group_id: GroupId | None = None) -> int:
+        if group_id is None:
+            rows = await self._q("MATCH ()-[r:FACT]->() RETURN count(r) AS c")
+        else:
+            rows = await self._q("MATCH ()-[r:FACT {group_id: $g}]->() RETURN count(r) AS c", g=group_id)
+        return int(rows[0]["c"])
+
+
+    async def bulk_load(
+        self, entities: Sequence[tuple[Entity, Vector | None]], facts: Sequence[tuple[Fact, Vector | None]],
+        batch: int = 500,
+    ) -> None:
+        """Load pre-resolved rows in UNWIND batches, bypassing resolution: for benchmarks and imports only."""
+        ents = [{k: v for k, v in _entity_params(e, vec).items() if v is not None} for e, vec in entities]
+        for i in range(0, len(ents), batch):
+            rows = ents[i : i + batch]
+            await self._write(lambda tx, rows=rows: _data(
+                tx,
+                "UNWIND $rows AS p CREATE (e:Entity) SET e = p WITH e, p UNWIND e.aliases AS key "
+                "MERGE (a:Alias {group_id: p.group_id, key: key}) ON CREATE SET a.entity_id = p.id "
+                "WITH e, a, p WHERE a.entity_id = p.id MERGE (a)-[:ALIAS_OF]->(e)",
+                {"rows": rows},
+            ))
+        fs = [{k: v for k, v in _fact_params(f, vec).items() if v is not None} for f, vec in facts]
+        for i in range(0, len(fs), batch):
+            rows = fs[i : i + batch]
+            await self._write(lambda tx, rows=rows: _data(
+                tx,
+                "UNWIND $rows AS p MATCH (s:Entity {id: p.subject_id}), (o:Entity {id: p.object_id}) "
+                "CREATE (s)-[r:FACT]->(o) SET r = p",
+                {"rows": rows},
+            ))
+        await self._drv().execute_query("CALL db.awaitIndexes(600)", database_=self.database)
+
+    # -- export (for `mnemobus migrate`) --------------------------------------------------
+
+    async def export_group(self, group_id: GroupId) -> GroupExport:
+        """Every row of the group with embeddings and screening flags, for `mnemobus migrate`."""
+        eps = await self._q(
+            "MATCH (n:Episode {group_id: $g}) RETURN n {.*} AS n ORDER BY n.reference_time, n.id", g=group_id
+        )
+        ents = await self._q("MATCH (n:Entity {group_id: $g}) RETURN n {.*} AS n ORDER BY n.id", g=group_id)
+        facts = await self._q(
+            "MATCH (s:Entity)-[r:FACT {group_id: $g}]->(o:Entity) RETURN r {.*} AS r, s.name AS sn, o.name AS on "
+            "ORDER BY r.created_at, r.id",
+            g=group_id,
+        )
+        links = await self._q(
+            "MATCH (ep:Episode {group_id: $g})-[:MENTIONS]->(e:Entity {group_id: $g}) RETURN ep.id AS ep, e.id AS e",
+            g=group_id,
+        )
+
+        def v(x: Any) -> Vector | None:
+            return None if x is None else np.asarray(x, dtype=np.float32)
+
+        return GroupExport(
+            group_id=group_id,
+            episodes=[(_episode(r["n"]), bool(r["n"].get("screened")), v(r["n"].get("embedding"))) for r in eps],
+            entities=[(_entity(r["n"]), v(r["n"].get("embedding"))) for r in ents],
+            facts=[(_fact(r["r"], r["sn"], r["on"]), v(r["r"].get("embedding"))) for r in facts],
+            mentions=[(r["ep"], r["e"]) for r in links],
+        )
+
+    async def group_ids(self) -> list[GroupId]:
+        """Every group that has an episode or an entity."""
+        rows = await self._q(
+            "CALL { MATCH (n:Episode) RETURN DISTINCT n.group_id AS g UNION MATCH (n:Entity) RETURN DISTINCT n.group_id AS g } "
+            "RETURN g ORDER BY g"
+        )
+        return [GroupId(r["g"]) for r in rows]
+
+
+async def _data(tx: AsyncManagedTransaction, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    result = await tx.run(query, params or {})
+    return await result.data()
+

@@ -1,0 +1,91 @@
+"""A running memory API (NATS and HTTP) with the extraction worker, on the test's own nats-server and store."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from mnemobus import subjects
+from mnemobus.api.service import EXTRA_SERVICE, EXTRA_URL, run_api
+from mnemobus.api.settings import ApiSettings
+from mnemobus.app import Runtime, open_runtime, serve
+from mnemobus.config import Settings
+
+
+@dataclass
+class Api:
+    rt: Runtime
+    http: httpx.AsyncClient
+
+    @property
+    def store(self) -> Any:
+        return self.rt.engine.store
+
+    @property
+    def service(self) -> Any:
+        return self.rt.extra[EXTRA_SERVICE]
+
+    async def nats(self, endpoint: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+        """One request to memory.api.<endpoint>: (decoded body or {}, headers)."""
+        msg = await self.rt.bus.request(subjects.api(endpoint), json.dumps(body or {}).encode(), 5, headers=headers)
+        return (json.loads(msg.data) if msg.data else {}), dict(msg.headers or {})
+
+    async def say(self, group: str, *contents: str, role_type: str = "user") -> list[str]:
+        """POST /messages, then wait until the worker has stored every episode."""
+        before = await self.store.count_episodes(group)
+        r = await self.http.post("/messages", json={"group_id": group, "messages": [
+            {"role_type": role_type, "role": "tester", "content": c} for c in contents]})
+        assert r.status_code == 202, r.text
+        await wait_for(lambda: self.store.count_episodes(group), before + len(contents))
+        return r.json()["episode_uuids"]
+
+
+async def wait_for(count: Callable[[], Any], n: int, timeout: float = 10) -> int:
+    got = -1
+    with anyio.move_on_after(timeout):
+        while (got := await count()) < n:
+            await anyio.sleep(0.02)
+    return got
+
+
+@pytest.fixture
+def api_config() -> ApiSettings:
+    return ApiSettings(port=0, drain_timeout_s=2)
+
+
+@pytest.fixture
+async def api(settings: Settings, api_config: ApiSettings) -> AsyncIterator[Api]:
+    async with open_runtime(settings) as rt:
+        async with anyio.create_task_group() as tg:
+            await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
+            await tg.start(functools.partial(run_api, rt, api=api_config))
+            async with httpx.AsyncClient(base_url=rt.extra[EXTRA_URL], timeout=10) as client:
+                yield Api(rt, client)
+            rt.stop.set()
+
+
+@pytest.fixture
+def users_file(tmp_path):  # type: ignore[no-untyped-def]
+    """An admin (josh) and an ordinary user (ana), each with a chat identity."""
+    path = tmp_path / "users.yaml"
+    path.write_text(
+        "users:\n"
+        "  - id: josh\n    admin: true\n    identities:\n      discord: '111'\n"
+        "  - id: ana\n    identities:\n      discord: '222'\n"
+    )
+    return path
+
+
+def command(content: str, *, user: str = "111", platform: str = "discord", agent: str = "echo") -> Any:
+    from mnemobus.envelope import Meta, Payload, SkillRequest, Source
+
+    return SkillRequest(source=Source(platform=platform, user_id=user, channel_id="c1"),
+                        payload=Payload(skill="chat", content=content, meta=Meta(agent_id=agent)))

@@ -1,0 +1,96 @@
+"""/memory show | search | clear, for chat adapters (over NATS) and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from mnemobus import subjects
+from mnemobus.api import cli as api_cli
+from tests.api.conftest import Api, command
+
+pytestmark = pytest.mark.anyio
+
+JOSH, ANA = "user_josh", "user_ana"
+
+
+async def ask(api: Api, content: str, user: str = "111") -> dict:
+    msg = await api.rt.bus.request(subjects.api("command"), command(content, user=user).to_wire(), 5)
+    return json.loads(msg.data)
+
+
+async def test_show_lists_the_callers_active_facts(api: Api) -> None:
+    await api.say(JOSH, "I live in Berlin.")
+    reply = await ask(api, "/memory show")
+    assert reply["ok"] and reply["items"] == ["User lives in Berlin"]
+
+
+async def test_show_leaves_out_a_superseded_fact(api: Api) -> None:
+    await api.say(JOSH, "I live in Berlin.")
+    await api.say(JOSH, "I moved from Berlin to London.")
+    assert (await ask(api, "/memory show"))["items"] == ["User lives in London (moved from Berlin)"]
+
+
+async def test_search_finds_only_in_the_callers_groups(api: Api) -> None:
+    await api.say(JOSH, "I work at Acme.")
+    await api.say(ANA, "I work at Globex.")
+    reply = await ask(api, "/memory search where do I work", user="222")
+    assert reply["ok"] and reply["items"] == ["User works at Globex"]
+
+
+async def test_clear_by_a_non_admin_is_refused_and_erases_nothing(api: Api) -> None:
+    await api.say(ANA, "I work at Globex.")
+    reply = await ask(api, "/memory clear", user="222")
+    assert not reply["ok"] and "admins only" in reply["text"]
+    assert await api.store.count_facts(ANA) == 1
+
+
+async def test_clear_by_an_unknown_caller_is_refused(api: Api) -> None:
+    reply = await ask(api, "/memory clear ana", user="333")
+    assert not reply["ok"] and "not a known user" in reply["text"]
+
+
+async def test_clear_by_an_admin_erases_the_named_user(api: Api) -> None:
+    await api.say(ANA, "I work at Globex.")
+    reply = await ask(api, "/memory clear ana")
+    assert reply["ok"] and await api.store.count_episodes(ANA) == 0
+
+
+async def test_unknown_subcommand_answers_usage(api: Api) -> None:
+    reply = await ask(api, "/memory dance")
+    assert not reply["ok"] and reply["text"].startswith("usage:")
+
+
+async def test_command_reply_goes_only_to_the_requesters_inbox(api: Api) -> None:
+    await api.say(JOSH, "I live in Berlin.")
+    seen: list[tuple[str, bytes]] = []
+
+    async def spy(msg) -> None:  # type: ignore[no-untyped-def]
+        seen.append((msg.subject, msg.data))
+
+    sub = await api.rt.bus.subscribe(">", spy)
+    reply_to = api.rt.bus.nc.new_inbox()
+    inbox = await api.rt.bus.nc.subscribe(reply_to, max_msgs=1)
+    await api.rt.bus.nc.publish(subjects.api("command"), command("/memory show").to_wire(), reply=reply_to)
+    answer = await inbox.next_msg(timeout=5)
+    await anyio.sleep(0.2)
+    await sub.unsubscribe()
+    assert b"Berlin" in answer.data
+    leaked = [s for s, d in seen if b"Berlin" in d and s != reply_to]
+    assert leaked == []
+
+
+async def test_cli_memory_show_prints_the_users_facts(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    await api.say(JOSH, "I live in Berlin.")
+    args = api_cli.standalone_parser().parse_args(["memory", "show", "--user", "josh"])
+    code = await anyio.to_thread.run_sync(args.handler, api.rt.settings, args)
+    assert code == 0 and "User lives in Berlin" in capsys.readouterr().out
+
+
+async def test_cli_memory_clear_by_a_non_admin_exits_1_with_the_reason(api: Api,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    args = api_cli.standalone_parser().parse_args(["memory", "clear", "josh", "--user", "ana"])
+    code = await anyio.to_thread.run_sync(args.handler, api.rt.settings, args)
+    assert code == 1 and "admins only" in capsys.readouterr().err

@@ -1,0 +1,65 @@
+"""Hard delete of a user: every group, cascading, in the store and on the bus; an audit event without content."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from nats.js.errors import NotFoundError
+
+from mnemobus import subjects
+from mnemobus.groups import GroupId
+from tests.api.conftest import Api
+
+pytestmark = pytest.mark.anyio
+
+JOSH_GROUPS = ("user_josh", "agent_echo__user_josh", "user_discord_111")
+
+
+async def _josh_everywhere(api: Api) -> None:
+    for group in JOSH_GROUPS:
+        await api.say(group, "I live in Berlin. I work at Acme.")
+    await api.say("user_ana", "I work at Globex.")
+
+
+async def test_hard_delete_leaves_nothing_of_the_user_in_the_store(api: Api) -> None:
+    await _josh_everywhere(api)
+    body, headers = await api.nats("delete-user", {"user_id": "josh", "actor": "josh"})
+    assert "Nats-Service-Error-Code" not in headers, headers
+    for group in JOSH_GROUPS:
+        assert (await api.store.count_episodes(group), await api.store.count_facts(group)) == (0, 0)
+        assert await api.rt.engine.search_entities(GroupId(group), "Acme") == []
+    assert (body["episodes"], body["facts"], body["remaining"]) == (3, 6, 0)
+
+
+async def test_hard_delete_leaves_no_queued_episode_of_the_user_on_the_bus(api: Api) -> None:
+    await _josh_everywhere(api)
+    await api.nats("delete-user", {"user_id": "josh", "actor": "josh"})
+    for group in JOSH_GROUPS:
+        with pytest.raises(NotFoundError):
+            await api.rt.bus.js.get_last_msg(subjects.EPISODE_STREAM, subjects.episode(GroupId(group)))
+
+
+async def test_hard_delete_keeps_other_users_memory(api: Api) -> None:
+    await _josh_everywhere(api)
+    await api.nats("delete-user", {"user_id": "josh", "actor": "josh"})
+    facts = (await api.http.post("/search", json={"query": "Globex Acme Berlin", "max_facts": 10})).json()["facts"]
+    assert [f["fact"] for f in facts] == ["User works at Globex"]
+
+
+async def test_hard_delete_publishes_an_audit_event_with_counts_and_no_content(api: Api) -> None:
+    await _josh_everywhere(api)
+    sub = await api.rt.bus.nc.subscribe("memory.audit.>")
+    await api.nats("delete-user", {"user_id": "josh", "actor": "josh"})
+    msg = await sub.next_msg(timeout=5)
+    event = json.loads(msg.data)
+    assert (event["actor"], event["subjectUser"], event["episodes"]) == ("josh", "josh", 3)
+    assert sorted(event["groups"]) == sorted(JOSH_GROUPS)
+    assert b"Berlin" not in msg.data and b"Acme" not in msg.data
+
+
+async def test_hard_delete_by_a_non_admin_is_403_and_erases_nothing(api: Api) -> None:
+    await _josh_everywhere(api)
+    _, headers = await api.nats("delete-user", {"user_id": "josh", "actor": "ana"})
+    assert headers["Nats-Service-Error-Code"] == "403"
+    assert await api.store.count_episodes(GroupId("user_josh")) == 1

@@ -1,0 +1,183 @@
+"""The Graphiti REST contract, endpoint by endpoint: status codes, field names, types."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import anyio
+import pytest
+
+from tests.api.conftest import Api, wait_for
+
+pytestmark = pytest.mark.anyio
+
+FACT_FIELDS = {"uuid": str, "name": str, "fact": str, "valid_at": (str, type(None)), "invalid_at": (str, type(None)),
+               "created_at": str, "expired_at": (str, type(None)), "source_node_uuid": str,
+               "target_node_uuid": str, "episodes": list}
+EPISODE_FIELDS = {"uuid": str, "name": str, "group_id": str, "labels": list, "created_at": str, "source": str,
+                  "source_description": str, "content": str, "valid_at": str, "entity_edges": list}
+
+
+def assert_shape(obj: dict, fields: dict) -> None:
+    for name, kind in fields.items():
+        assert name in obj, f"missing field {name!r} in {sorted(obj)}"
+        assert isinstance(obj[name], kind), f"{name}: {obj[name]!r} is not {kind}"
+    for name in ("created_at", "valid_at"):
+        if isinstance(obj.get(name), str):
+            datetime.fromisoformat(obj[name])
+
+
+async def test_healthcheck_answers_healthy(api: Api) -> None:
+    r = await api.http.get("/healthcheck")
+    assert (r.status_code, r.json()["status"]) == (200, "healthy")
+
+
+async def test_messages_answers_202_with_graphiti_result_fields(api: Api, group_id: str) -> None:
+    r = await api.http.post("/messages", json={"group_id": group_id, "messages": [
+        {"role_type": "user", "role": "", "content": "smoke test"}]})
+    assert r.status_code == 202
+    assert r.json()["success"] is True and isinstance(r.json()["message"], str)
+
+
+async def test_messages_refuses_a_bad_group_id_with_422_and_the_reason(api: Api) -> None:
+    r = await api.http.post("/messages", json={"group_id": "user:42", "messages": [
+        {"role_type": "user", "role": "", "content": "hello"}]})
+    assert r.status_code == 422 and "':'" in r.json()["detail"]
+
+
+async def test_messages_refuses_a_malformed_uuid_with_422(api: Api, group_id: str) -> None:
+    r = await api.http.post("/messages", json={"group_id": group_id, "messages": [
+        {"role_type": "user", "role": "", "content": "hello", "uuid": "has spaces/and slashes"}]})
+    assert r.status_code == 422 and "uuid" in r.text
+
+
+async def test_messages_with_the_same_client_uuid_are_stored_once(api: Api, group_id: str) -> None:
+    body = {"group_id": group_id, "messages": [
+        {"role_type": "user", "role": "", "content": "I live in Berlin.", "uuid": str(uuid.uuid4())}]}
+    first, second = await api.http.post("/messages", json=body), await api.http.post("/messages", json=body)
+    assert first.status_code == second.status_code == 202
+    assert first.json()["episode_uuids"] == second.json()["episode_uuids"]
+    await wait_for(lambda: api.store.count_episodes(group_id), 1)
+    await anyio.sleep(0.3)  # give a second copy, if there were one, time to land
+    assert await api.store.count_episodes(group_id) == 1
+
+
+async def test_seed_003_smoke_flow_writes_reads_back_and_deletes_a_temporary_group(api: Api, unique: str) -> None:
+    group = f"copilot-chat-smoke-{unique}"
+    r = await api.http.post("/messages", json={"group_id": group, "messages": [
+        {"role_type": "user", "role": "", "content": "smoke test"}]})
+    assert r.status_code == 202
+    await wait_for(lambda: api.store.count_episodes(group), 1)
+    episodes = (await api.http.get(f"/episodes/{group}", params={"last_n": 5})).json()
+    assert [e["content"] for e in episodes] == ["smoke test"]
+    assert (await api.http.delete(f"/group/{group}")).status_code == 200
+    assert (await api.http.get(f"/episodes/{group}", params={"last_n": 5})).json() == []
+
+
+async def test_episodes_lists_newest_first_with_episodic_node_fields(api: Api, group_id: str) -> None:
+    await api.say(group_id, "first message")
+    await api.say(group_id, "second message")
+    r = await api.http.get(f"/episodes/{group_id}", params={"last_n": 1})
+    assert r.status_code == 200 and len(r.json()) == 1
+    assert_shape(r.json()[0], EPISODE_FIELDS)
+    assert r.json()[0]["content"] == "second message"
+
+
+async def test_episodes_without_last_n_is_422_as_in_graphiti(api: Api, group_id: str) -> None:
+    assert (await api.http.get(f"/episodes/{group_id}")).status_code == 422
+
+
+async def test_search_returns_facts_with_graphiti_field_names_and_types(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Berlin.")
+    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "where do I live", "max_facts": 3})
+    assert r.status_code == 200
+    facts = r.json()["facts"]
+    assert [f["fact"] for f in facts] == ["User lives in Berlin"]
+    assert_shape(facts[0], FACT_FIELDS)
+
+
+async def test_search_without_group_ids_searches_every_group(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Lisbon.")
+    r = await api.http.post("/search", json={"query": "Lisbon", "max_facts": 5})
+    assert r.status_code == 200 and "User lives in Lisbon" in [f["fact"] for f in r.json()["facts"]]
+
+
+async def test_search_with_a_bad_group_id_is_422_not_500(api: Api) -> None:
+    r = await api.http.post("/search", json={"group_ids": ["user:42"], "query": "x"})
+    assert r.status_code == 422 and "group id" in r.json()["detail"]
+
+
+async def test_get_memory_answers_facts_for_the_messages(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I work at Acme.")
+    r = await api.http.post("/get-memory", json={"group_id": group_id, "max_facts": 5, "center_node_uuid": None,
+                                                 "messages": [{"role_type": "user", "role": "u",
+                                                               "content": "where do I work?"}]})
+    assert r.status_code == 200
+    assert [f["fact"] for f in r.json()["facts"]] == ["User works at Acme"]
+
+
+async def test_entity_edge_returns_the_fact_by_uuid(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Berlin.")
+    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})).json()["facts"][0]
+    r = await api.http.get(f"/entity-edge/{fact['uuid']}")
+    assert r.status_code == 200 and r.json()["fact"] == "User lives in Berlin"
+    assert_shape(r.json(), FACT_FIELDS)
+
+
+async def test_entity_edge_for_an_unknown_uuid_is_404_never_500(api: Api) -> None:
+    r = await api.http.get("/entity-edge/not_a_real_uuid")
+    assert r.status_code == 404 and "not_a_real_uuid" in r.json()["detail"]
+
+
+async def test_deleted_entity_edge_no_longer_comes_back_from_search(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Berlin.")
+    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})).json()["facts"][0]
+    assert (await api.http.delete(f"/entity-edge/{fact['uuid']}")).status_code == 200
+    again = await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})
+    assert again.json()["facts"] == []
+
+
+async def test_delete_entity_edge_for_an_unknown_uuid_is_404(api: Api) -> None:
+    assert (await api.http.delete("/entity-edge/not_a_real_uuid")).status_code == 404
+
+
+async def test_delete_group_answers_result_with_counts(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Berlin.")
+    r = await api.http.delete(f"/group/{group_id}")
+    assert r.status_code == 200 and r.json()["success"] is True
+    assert (r.json()["episodes"], r.json()["facts"]) == (1, 1)
+
+
+async def test_delete_group_with_a_bad_group_id_is_422(api: Api) -> None:
+    assert (await api.http.delete("/group/bad.group")).status_code == 422
+
+
+async def test_delete_episode_removes_it_from_the_group(api: Api, group_id: str) -> None:
+    [kept, gone] = await api.say(group_id, "keep me", "delete me")
+    r = await api.http.delete(f"/episode/{gone}")
+    assert r.status_code == 200 and r.json()["success"] is True
+    listed = (await api.http.get(f"/episodes/{group_id}", params={"last_n": 10})).json()
+    assert [e["uuid"] for e in listed] == [kept]
+
+
+async def test_delete_episode_for_an_unknown_uuid_is_404(api: Api) -> None:
+    assert (await api.http.delete("/episode/not_a_real_uuid")).status_code == 404
+
+
+async def test_clear_empties_the_whole_store(api: Api, group_id: str, unique: str) -> None:
+    await api.say(group_id, "I live in Berlin.")
+    await api.say(f"other-{unique}", "I work at Acme.")
+    r = await api.http.post("/clear")
+    assert r.status_code == 200 and r.json()["success"] is True
+    assert (await api.store.count_episodes(), await api.store.count_facts()) == (0, 0)
+
+
+async def test_openapi_document_lists_every_graphiti_path(api: Api) -> None:
+    r = await api.http.get("/openapi.json")
+    assert r.status_code == 200
+    paths = r.json()["paths"]
+    expected = {("/healthcheck", "get"), ("/messages", "post"), ("/search", "post"), ("/get-memory", "post"),
+                ("/episodes/{group_id}", "get"), ("/entity-edge/{uuid}", "get"), ("/entity-edge/{uuid}", "delete"),
+                ("/group/{group_id}", "delete"), ("/episode/{uuid}", "delete"), ("/clear", "post")}
+    assert {(p, m) for p, ops in paths.items() for m in ops} >= expected

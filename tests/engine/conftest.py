@@ -1,0 +1,50 @@
+"""Engine fixtures: a real SQLite file per test, the hashing embedder unless a test is about meaning."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from mnemobus.engine import MemoryEngine
+from mnemobus.engine.embed import Embedder, HashEmbedder, LocalOnnxEmbedder
+from mnemobus.store.model import Episode
+from mnemobus.store.sqlite import SqliteStore
+
+from engine_support import make_episode
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> Embedder:
+    return LocalOnnxEmbedder()
+
+
+async def _engine(path: Path, embedder: Embedder) -> MemoryEngine:
+    store = SqliteStore(path, dim=embedder.dim)
+    await store.open()
+    return MemoryEngine(store, embedder=embedder)
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[MemoryEngine]:
+    eng = await _engine(tmp_path / "memory.sqlite3", HashEmbedder())
+    yield eng
+    await eng.close()
+
+
+@pytest.fixture
+async def semantic_engine(tmp_path: Path, local_embedder: Embedder) -> AsyncIterator[MemoryEngine]:
+    eng = await _engine(tmp_path / "memory.sqlite3", local_embedder)
+    yield eng
+    await eng.close()
+
+
+@pytest.fixture
+def episode() -> Callable[..., Episode]:
+    return make_episode

@@ -1,0 +1,103 @@
+"""Store fixtures: one real store per backend, fresh group ids per test.
+
+`neo4j_uri` is the session's Neo4j: the server named by NEO4J_URI, or a local
+Neo4j 5.26 started once per session by mnemobus.neo4j_local (jars fetched by
+Maven if missing). It never skips: a Neo4j that cannot start fails the run and
+says why, so the Neo4j half of the conformance suite cannot silently vanish.
+
+Community Edition has one database, so tests isolate by group id instead of
+restarting the server; the groups a test used are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from mnemobus.groups import GroupId, validate_group_id
+from mnemobus.store.contract import GraphStore
+
+BACKENDS = ("sqlite", "neo4j")
+
+
+@pytest.fixture(scope="session")
+def neo4j_uri() -> Iterator[str]:
+    """Bolt URI of a live Neo4j for this session; fails (never skips) when there is none."""
+    env = os.environ.get("NEO4J_URI")
+    if env:
+        yield env
+        return
+    from mnemobus.neo4j_local import LocalNeo4j, LocalNeo4jError, ensure_jars
+
+    try:
+        ensure_jars()
+        server = LocalNeo4j()
+        server.start()
+    except LocalNeo4jError as exc:
+        pytest.fail(f"the local Neo4j could not start (set NEO4J_URI to use another server): {exc}", pytrace=False)
+    try:
+        yield server.uri
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def new_group() -> Iterator[Callable[[str], GroupId]]:
+    """Factory of fresh group ids (uuid-based), so tests sharing one Neo4j never see each other's data."""
+    made: list[GroupId] = []
+
+    def make(tag: str = "g") -> GroupId:
+        gid = validate_group_id(f"t{tag}_{uuid.uuid4().hex[:12]}")
+        made.append(gid)
+        return gid
+
+    make.made = made  # type: ignore[attr-defined]
+    yield make
+
+
+@pytest.fixture
+def group(new_group: Callable[[str], GroupId]) -> GroupId:
+    return new_group("a")
+
+
+@pytest.fixture
+def other_group(new_group: Callable[[str], GroupId]) -> GroupId:
+    return new_group("b")
+
+
+def _sqlite_store(path: Path) -> GraphStore:
+    from mnemobus.store.sqlite import SqliteStore  # owned by the engine/sqlite work (issue 3)
+
+    return SqliteStore(path)
+
+
+@pytest.fixture(params=BACKENDS)
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path, new_group: Callable[[str], GroupId]
+) -> AsyncIterator[GraphStore]:
+    """An opened store of each backend; the groups the test made are deleted at teardown (Neo4j)."""
+    backend = request.param
+    if backend == "sqlite":
+        try:
+            s = _sqlite_store(tmp_path / "store.sqlite3")
+        except ImportError as exc:  # pragma: no cover - until the SQLite backend lands
+            pytest.skip(f"SQLite backend not importable yet: {exc}")
+    else:
+        from mnemobus.store.neo4j import Neo4jStore
+
+        s = Neo4jStore(request.getfixturevalue("neo4j_uri"))
+    await s.open()
+    try:
+        yield s
+    finally:
+        if backend == "neo4j":
+            for gid in new_group.made:  # type: ignore[attr-defined]
+                try:
+                    await s.delete_group(gid)
+                except Exception:  # noqa: BLE001 - cleanup must not hide the test's own failure
+                    pass
+        await s.close()

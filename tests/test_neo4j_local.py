@@ -1,0 +1,28 @@
+"""The local Neo4j launcher: it reports why it cannot start, and the session server speaks Bolt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mnemobus.neo4j_local import LocalNeo4j, LocalNeo4jError, bolt_handshake, neo4j_conf
+
+
+def test_missing_jars_are_reported_with_the_command_that_fetches_them(tmp_path: Path) -> None:
+    with pytest.raises(LocalNeo4jError, match="make neo4j-jars"):
+        LocalNeo4j(lib=tmp_path / "nothing-here").start()
+
+
+def test_conf_keeps_every_listener_on_loopback_with_auth_off() -> None:
+    conf = neo4j_conf(17001, 17002)
+    assert "server.bolt.listen_address=127.0.0.1:17001" in conf
+    assert "server.default_listen_address=127.0.0.1" in conf
+    assert "dbms.security.auth_enabled=false" in conf
+    assert "server.http.enabled=false" in conf
+
+
+def test_nothing_listening_is_not_taken_for_bolt() -> None:
+    from mnemobus.neo4j_local import free_port
+
+    assert bolt_handshake("127.0.0.1", free_port(), timeout_s=0.5) is False
