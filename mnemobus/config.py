@@ -68,13 +68,14 @@ class MemorySettings(Section):
     max_episodes: int = Field(default=3, ge=0, le=50)
     context_budget_chars: int = Field(default=2000, ge=200)
     executor_timeout_s: float = Field(default=30.0, gt=0)
-    form_every_n_messages: int = Field(default=1, ge=1)
+    form_every_n_messages: int = Field(default=1, ge=1, description="emit an episode every N exchanges of a session")
+    form_every_n_tokens: int = Field(default=0, ge=0, description="...or once the buffered text reaches ~N tokens (0: off)")
+    form_cold_after_s: float = Field(default=600, gt=0, description="flush a buffered session idle this long")
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 
 
 class WorkerSettings(Section):
-    concurrency: int = Field(default=8, ge=1, le=256)
-    batch: int = Field(default=32, ge=1, le=1000)
+    batch: int = Field(default=32, ge=1, le=1000, description="episodes fetched and ingested as one engine batch")
     max_deliver: int = Field(default=6, ge=2)
     backoff_s: list[float] = Field(default_factory=lambda: [0.5, 1, 2, 4, 8])
     ack_wait_s: float = Field(default=30, gt=0)

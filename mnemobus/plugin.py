@@ -29,6 +29,7 @@ class PluginContext:
     identity: "IdentityRegistry"
     engine: "MemoryEngine | None" = None
     echo: Any = None  # a callable(str) that narrates for `make run`; None when quiet
+    spawn: Any = None  # set by the runner: start a background task that lives until the plugin stops
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ async def run_plugins(
     started: list[Plugin] = []
     endpoints: list[Endpoint] = []
     async with anyio.create_task_group() as tg:
+        ctx.spawn = tg.start_soon
         try:
             for plugin in plugins:
                 await plugin.start(ctx)

@@ -13,6 +13,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 from datetime import datetime, timezone
 
 import anyio
@@ -110,7 +111,6 @@ class EpisodeWorker:
 
     async def _consume(self, stop: anyio.Event) -> None:
         sub = await self.bus.js.pull_subscribe_bind(durable=subjects.WORKER_DURABLE, stream=subjects.EPISODE_STREAM)
-        limiter = anyio.CapacityLimiter(self.cfg.concurrency)
         try:
             while not stop.is_set():
                 try:
@@ -122,40 +122,58 @@ class EpisodeWorker:
                     log.warning("fetch failed while the bus is unavailable (%s); retrying", type(exc).__name__)
                     await anyio.sleep(0.5)
                     continue
-                async with anyio.create_task_group() as tg:
-                    for m in msgs:
-                        tg.start_soon(self._guarded, m, limiter)
+                with anyio.CancelScope(shield=True):  # a fetched batch is finished even while stopping
+                    await self.handle_batch(msgs)
         finally:
             try:
                 await sub.unsubscribe()
             except Exception:
                 pass
 
-    async def _guarded(self, msg: Msg, limiter: anyio.CapacityLimiter) -> None:
-        async with limiter:
-            try:
-                await self.handle(msg)
-            except Exception:  # the message stays unacked and comes back after ack_wait
-                log.exception("unexpected failure handling episode from %s; it will be redelivered", msg.subject)
-
     async def handle(self, msg: Msg) -> None:
-        attempts = msg.metadata.num_delivered if msg.metadata else 1
-        group_hint = msg.subject.removeprefix(f"{subjects.EPISODE_PREFIX}.")
+        await self.handle_batch([msg])
+
+    async def handle_batch(self, msgs: list[Msg]) -> None:
+        """Parse each message, ingest the valid ones in one engine batch, then ack, retry or dead-letter each."""
+        ready: list[tuple[Msg, Episode]] = []
+        for msg in msgs:
+            try:
+                wire = parse_message(EpisodeMessage, msg.data, self.settings.nats.max_message_bytes)
+                ready.append((msg, to_episode(wire, msg.subject)))  # type: ignore[arg-type]
+            except InvalidMessage as exc:
+                await self._guard(self._dead_letter, msg, exc.reason, exc.detail, self._attempts(msg))
+        if not ready:
+            return
+        started = time.perf_counter()
         try:
-            wire = parse_message(EpisodeMessage, msg.data, self.settings.nats.max_message_bytes)
-            episode = to_episode(wire, msg.subject)  # type: ignore[arg-type]
-            started = time.perf_counter()
-            outcome = await self.engine.ingest(episode)
-            self.metrics.store_seconds.labels(operation="ingest").observe(time.perf_counter() - started)
-        except InvalidMessage as exc:
-            await self._dead_letter(msg, exc.reason, exc.detail, group_hint, attempts)
+            outcomes: list[Any] = await self.engine.ingest_many([ep for _, ep in ready])
+        except Exception as exc:  # the whole batch failed the same way: judge each message on its own
+            outcomes = [exc] * len(ready)
+        self.metrics.store_seconds.labels(operation="ingest_batch").observe(time.perf_counter() - started)
+        for (msg, episode), outcome in zip(ready, outcomes, strict=True):
+            await self._guard(self._settle, msg, episode, outcome)
+
+    async def _guard(self, fn: Callable[..., Any], msg: Msg, *args: Any) -> None:
+        try:
+            await fn(msg, *args)
+        except Exception:  # the message stays unacked and comes back after ack_wait
+            log.exception("unexpected failure settling an episode from %s; it will be redelivered", msg.subject)
+
+    @staticmethod
+    def _attempts(msg: Msg) -> int:
+        return msg.metadata.num_delivered if msg.metadata else 1
+
+    async def _settle(self, msg: Msg, episode: Episode, outcome: Any) -> None:
+        attempts = self._attempts(msg)
+        if isinstance(outcome, InvalidMessage):
+            await self._dead_letter(msg, outcome.reason, outcome.detail, attempts)
             return
-        except StoreUnavailable as exc:
-            await self._retry_or_give_up(msg, "store_unavailable", str(exc), group_hint, attempts)
+        if isinstance(outcome, StoreUnavailable):
+            await self._retry_or_give_up(msg, "store_unavailable", str(outcome), attempts)
             return
-        except Exception as exc:
-            log.exception("ingest failed unexpectedly for a message on %s", msg.subject)
-            await self._retry_or_give_up(msg, "ingest_error", f"{type(exc).__name__}: {exc}", group_hint, attempts)
+        if isinstance(outcome, BaseException):
+            log.error("ingest failed unexpectedly for an episode on %s: %s: %s", msg.subject, type(outcome).__name__, outcome)
+            await self._retry_or_give_up(msg, "ingest_error", f"{type(outcome).__name__}: {outcome}", attempts)
             return
         await msg.ack_sync(timeout=self.settings.nats.request_timeout_s)
         self.processed += 1
@@ -167,9 +185,9 @@ class EpisodeWorker:
                       f" {outcome.facts_invalidated} invalidated)" if outcome.created else
                       f"[worker] episode {episode.id[:8]} was already stored; acked the replay")
 
-    async def _retry_or_give_up(self, msg: Msg, reason: str, detail: str, group: str, attempts: int) -> None:
+    async def _retry_or_give_up(self, msg: Msg, reason: str, detail: str, attempts: int) -> None:
         if attempts >= self.cfg.max_deliver:
-            await self._dead_letter(msg, reason, f"gave up after {attempts} attempts: {detail}", group, attempts)
+            await self._dead_letter(msg, reason, f"gave up after {attempts} attempts: {detail}", attempts)
             return
         delay = backoff_delay(attempts, self.cfg.backoff_s)
         self.metrics.worker_retries.labels(reason=reason).inc()
@@ -177,7 +195,8 @@ class EpisodeWorker:
                     msg.subject, attempts, self.cfg.max_deliver, detail[:300], delay)
         await msg.nak(delay=delay)
 
-    async def _dead_letter(self, msg: Msg, reason: str, detail: str, group: str, attempts: int) -> None:
+    async def _dead_letter(self, msg: Msg, reason: str, detail: str, attempts: int) -> None:
+        group = msg.subject.removeprefix(f"{subjects.EPISODE_PREFIX}.")
         try:
             await self.dlq.send(reason=reason, error=detail, original_subject=msg.subject, data=msg.data,
                                 headers=dict(msg.headers or {}), group_id=group, attempts=attempts)

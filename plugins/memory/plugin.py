@@ -24,6 +24,7 @@ from mnemobus.groups import GroupId
 from mnemobus.identity import Resolution
 from mnemobus.plugin import PluginContext
 from plugins.memory.enrich import recall_for_request
+from plugins.memory.formation import FormationGate
 from mnemobus.store.model import episode_id_for
 
 log = logging.getLogger("mnemobus.plugin.memory")
@@ -40,8 +41,26 @@ class MemoryPlugin:
 
     async def start(self, ctx: PluginContext) -> None:
         self.ctx = ctx
+        m = ctx.settings.memory
+        self.gate = FormationGate(m.form_every_n_messages, m.form_every_n_tokens, m.form_cold_after_s)
+        self._sweeper = anyio.CancelScope()
+        if self.gate.buffering:
+            ctx.spawn(self._sweep_loop)
+
+    async def _sweep_loop(self) -> None:
+        """Cold sessions still become episodes, however long the user stays away."""
+        with self._sweeper:
+            while True:
+                await anyio.sleep(min(30.0, self.gate.cold_after_s / 2))
+                for episode in self.gate.sweep():
+                    await self._publish_episode(self.ctx, episode)
 
     async def stop(self) -> None:
+        if hasattr(self, "_sweeper"):
+            self._sweeper.cancel()
+        if self.ctx is not None:
+            for episode in self.gate.sweep(everything=True):  # drain: nothing buffered is dropped
+                await self._publish_episode(self.ctx, episode)
         self.ctx = None
 
     def _say(self, text: str) -> None:
@@ -116,7 +135,9 @@ class MemoryPlugin:
                 user_id=req.source.user_id,
                 reference_time=req.timestamp,
             )
-            await self._publish_episode(ctx, episode)
+            ready = self.gate.offer(episode)
+            if ready is not None:
+                await self._publish_episode(ctx, ready)
         self._say(f"episode(s) for request {req.id[:8]} queued to {', '.join(groups)}")
 
     async def _publish_episode(self, ctx: PluginContext, episode: EpisodeMessage) -> None:

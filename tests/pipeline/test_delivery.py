@@ -71,10 +71,10 @@ async def test_episode_is_retried_while_the_store_is_locked_and_stored_once_afte
 async def test_episode_that_keeps_failing_is_dead_lettered_after_max_deliver(pipeline, monkeypatch):
     from mnemobus.errors import StoreUnavailable
 
-    async def always_down(episode):
-        raise StoreUnavailable("disk is on fire")
+    async def always_down(episodes):
+        return [StoreUnavailable("disk is on fire") for _ in episodes]
 
-    monkeypatch.setattr(pipeline.engine, "ingest", always_down)
+    monkeypatch.setattr(pipeline.engine, "ingest_many", always_down)
     ep = _episode(7)
     await pipeline.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire(), headers={"X-Trace": "t-7"})
     letters = await dead_letters(pipeline, "user_josh", timeout=15)
@@ -89,16 +89,16 @@ async def test_dead_letters_can_be_replayed_into_the_store(pipeline, monkeypatch
     from mnemobus import dlq
     from mnemobus.errors import StoreUnavailable
 
-    real = pipeline.engine.ingest
+    real = pipeline.engine.ingest_many
 
-    async def down(episode):
+    async def down(episodes):
         raise StoreUnavailable("maintenance")
 
-    monkeypatch.setattr(pipeline.engine, "ingest", down)
+    monkeypatch.setattr(pipeline.engine, "ingest_many", down)
     ep = _episode(8)
     await pipeline.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire())
     await dead_letters(pipeline, "user_josh", timeout=15)
-    monkeypatch.setattr(pipeline.engine, "ingest", real)
+    monkeypatch.setattr(pipeline.engine, "ingest_many", real)
     replayed, skipped = await dlq.replay(pipeline.bus, "user_josh")
     assert (replayed, skipped) == (1, 0)
     assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
