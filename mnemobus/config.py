@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from mnemobus.api.settings import ApiSettings
 from mnemobus.errors import ConfigError
 
 ENV_PREFIX = "MNEMOBUS_"
@@ -70,6 +71,12 @@ class MemorySettings(Section):
     executor_timeout_s: float = Field(default=30.0, gt=0)
     form_every_n_messages: int = Field(default=1, ge=1, description="emit an episode every N exchanges of a session")
     form_every_n_tokens: int = Field(default=0, ge=0, description="...or once the buffered text reaches ~N tokens (0: off)")
+    exclude_skills: list[str] = Field(default_factory=lambda: ["alert"],
+                                      description="skills that neither read nor write memory (alerts, planner chatter)")
+    breaker_failures: int = Field(default=5, ge=1, description="consecutive recall failures that open the breaker")
+    breaker_cooldown_s: float = Field(default=10, gt=0)
+    outbox_path: Path = Field(default=Path("data/outbox.sqlite3"),
+                              description="episodes the stream refused wait here until it takes them")
     form_cold_after_s: float = Field(default=600, gt=0, description="flush a buffered session idle this long")
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 
@@ -110,6 +117,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @classmethod

@@ -80,6 +80,11 @@ class Resolution:
     groups: tuple[GroupId, ...]
     user: User | None
     reason: str  # why these groups (or none): known_user, unknown_user, system_actor, memory_disabled, no_user
+    also_read: tuple[GroupId, ...] = ()  # fallback groups from before the user was mapped: read, never written
+
+    @property
+    def read_groups(self) -> tuple[GroupId, ...]:
+        return self.groups + self.also_read
 
     @property
     def memory_on(self) -> bool:
@@ -146,7 +151,9 @@ class IdentityRegistry:
             if not user.memory_enabled:
                 return Resolution((), user, "memory_disabled")
             base = user_group(user.id)
-            return Resolution((base, agent_user_group(agent_id, base)), user, "known_user")
+            # what the user said before being mapped stays reachable: their old fallback groups are read too
+            fallbacks = tuple(unknown_user_group(p, pid) for p, pid in sorted(user.identities.items()))
+            return Resolution((base, agent_user_group(agent_id, base)), user, "known_user", fallbacks)
         base = unknown_user_group(platform, user_id)
         return Resolution((base, agent_user_group(agent_id, base)), None, "unknown_user")
 

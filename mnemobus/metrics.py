@@ -39,7 +39,9 @@ class PipelineMetrics:
         self.episodes_emitted = Counter(
             "mnemobus_episodes_emitted_total", "Episodes published to the episode stream", registry=r)
         self.episode_emit_errors = Counter(
-            "mnemobus_episode_emit_errors_total", "Episodes that could not be published", registry=r)
+            "mnemobus_episode_emit_errors_total", "Episodes the stream refused (parked in the outbox)", registry=r)
+        self.outbox_depth = Gauge(
+            "mnemobus_episode_outbox_depth", "Episodes parked on local disk until the stream takes them", registry=r)
         self.episodes_stored = Counter(
             "mnemobus_episodes_stored_total", "Episodes committed by the worker (created=false: replay)",
             ["created"], registry=r)

@@ -16,7 +16,7 @@ import sys
 import anyio
 
 from mnemobus import subjects
-from mnemobus.api.settings import api_settings
+
 from mnemobus.config import Settings
 from mnemobus.envelope import Meta, Payload, SkillRequest, Source
 
@@ -58,7 +58,7 @@ async def ask(settings: Settings, request: SkillRequest, timeout_s: float) -> di
     if not settings.nats.url:
         raise RuntimeError("the memory commands talk to a running service: set nats.url (MNEMOBUS_NATS__URL)")
     headers = None
-    if (key := api_settings(settings).api_key) is not None:
+    if (key := settings.api.api_key) is not None:
         headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
     bus = await Bus.connect(settings.nats.url, settings.nats, name="mnemobus-cli-memory")
     try:

@@ -26,7 +26,7 @@ from mnemobus.store.contract import DeleteCounts, FactHop
 from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for
 
 from mnemobus.api.models import Message
-from mnemobus.api.settings import ApiSettings, api_settings
+from mnemobus.api.settings import ApiSettings
 
 if TYPE_CHECKING:
     from mnemobus.app import Runtime
@@ -66,7 +66,7 @@ class MemoryService:
 
     @classmethod
     def of(cls, rt: "Runtime", config: ApiSettings | None = None) -> "MemoryService":
-        return cls(rt, config or api_settings(rt.settings))
+        return cls(rt, config or rt.settings.api)
 
     @property
     def store(self) -> Any:

@@ -1,18 +1,8 @@
-"""The `api` config section: where the memory service listens and what it asks of callers.
-
-Until the lead wires it into `Settings`, `api_settings()` falls back to the
-defaults, so the role runs unchanged on a config without the section.
-"""
+"""The `api` config section: where the memory service listens and what it asks of callers."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
-
-if TYPE_CHECKING:
-    from mnemobus.config import Settings
-
 
 class ApiSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -24,9 +14,3 @@ class ApiSettings(BaseModel):
     max_inflight: int = Field(default=64, ge=1, le=10_000, description="concurrent NATS requests per endpoint")
     drain_timeout_s: float = Field(default=10.0, gt=0, description="how long in-flight requests may finish at stop")
     search_timeout_s: float = Field(default=5.0, gt=0, description="a search or get-memory past this answers 504")
-
-
-def api_settings(settings: "Settings") -> ApiSettings:
-    """The `api` section of the settings, or the defaults when the section does not exist yet."""
-    found = getattr(settings, "api", None)
-    return found if isinstance(found, ApiSettings) else ApiSettings()

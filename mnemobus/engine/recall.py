@@ -22,7 +22,7 @@ from mnemobus.engine.scoring import decayed_confidence, fact_weight, rrf
 from mnemobus.engine.text import query_terms
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
-from mnemobus.store.contract import GraphStore, Hit
+from mnemobus.store.contract import BatchReads, GraphStore, Hit
 from mnemobus.store.model import RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 
 MAX_QUERY_CHARS = 4000
@@ -98,7 +98,7 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
     scored_facts: list[ScoredFact] = []
     scored_episodes: list[ScoredEpisode] = []
 
-    async def one(group: GroupId) -> None:
+    async def one(store: GraphStore, group: GroupId) -> None:
         if query.max_facts > 0:
             fused = await _group_facts(store, group, terms, vector, as_of, recipe)
             best = sorted(fused, key=lambda i: -fused[i])[: recipe.candidates]
@@ -116,12 +116,18 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
                     continue
                 scored_episodes.append(ScoredEpisode(episode, fused_ep[episode.id]))
 
+    async def searched(group: GroupId) -> None:
+        if isinstance(store, BatchReads):  # one thread hop for the group's ten-odd reads
+            await store.run_reads(lambda view: one(view, group))
+        else:
+            await one(store, group)
+
     if len(groups) == 1:
-        await one(groups[0])
+        await searched(groups[0])
     else:
         async with anyio.create_task_group() as tg:
             for group in groups:
-                tg.start_soon(one, group)
+                tg.start_soon(searched, group)
 
     scored_facts.sort(key=lambda sf: (-sf.score, sf.fact.id))
     facts: list[ScoredFact] = []

@@ -23,12 +23,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from mnemobus.groups import GroupId
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
+
+if TYPE_CHECKING:
+    from mnemobus.migrate import GroupExport
 
 Vector = np.ndarray  # float32, shape (dim,), unit length
 T = TypeVar("T")
@@ -126,6 +129,18 @@ class GraphStore(Protocol):
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
         """Remove every episode, entity, fact, link and embedding of the group."""
 
+    async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
+        """Remove one episode, its links, and the facts and entities no other episode supports (zero counts when absent).
+
+        Facts that a removed fact had superseded become valid again.
+        """
+
+    async def group_ids(self) -> list[GroupId]:
+        """Every group the store holds (what `mnemobus migrate` copies by default)."""
+
+    async def export_group(self, group_id: GroupId) -> GroupExport:
+        """Every row of the group as stored, with embeddings and screening flags (mnemobus.migrate.Exportable)."""
+
     def transaction(self) -> AbstractAsyncContextManager[WriteTxn]:
         """Open the single write transaction; see WriteTxn."""
 
@@ -194,3 +209,14 @@ class BatchTransactions(Protocol):
 
     async def run_transactions(self, works: Sequence[Callable[[WriteTxn], Awaitable[T]]]) -> list[T | Exception]:
         """Run each work in its own transaction, in order; a work's exception is returned in its slot."""
+
+
+@runtime_checkable
+class BatchReads(Protocol):
+    """Optional: a backend that can answer a run of reads in one go (SQLite: one worker-thread hop).
+
+    `work` gets a view of the store whose read methods complete without
+    suspending; it must await nothing else. Recall uses it per group when offered.
+    """
+
+    async def run_reads(self, work: Callable[[GraphStore], Awaitable[T]]) -> T: ...

@@ -629,6 +629,57 @@ class Neo4jStore:
 
         return await self._write(work)
 
+    async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
+        """Forget one episode (a user's "delete that message"), in one transaction.
+
+        The episode leaves every fact's provenance; a fact left with no source
+        goes, and the facts it had superseded become valid again (the
+        contradiction came from the forgotten episode). An entity the episode
+        mentioned goes once no episode mentions it and no fact names it, with
+        its aliases. Finding the sourced facts scans the group's facts (no
+        index over a list property): deletions are rare, recall is not.
+        """
+
+        async def work(tx: AsyncManagedTransaction) -> DeleteCounts:
+            p = {"g": group_id, "ep": episode_id}
+            if not await _data(tx, "MATCH (n:Episode {id: $ep, group_id: $g}) RETURN n.id AS id", p):
+                return DeleteCounts()
+            sourced = await _data(
+                tx,
+                "MATCH ()-[r:FACT {group_id: $g}]->() WHERE $ep IN coalesce(r.episode_ids, []) "
+                "WITH r, [i IN range(0, size(r.episode_ids) - 1) WHERE r.episode_ids[i] <> $ep] AS keep "
+                "WITH r, [i IN keep | r.episode_ids[i]] AS eps, [i IN keep | r.source_message_ids[i]] AS sms "
+                "SET r.episode_ids = eps, r.source_message_ids = sms "
+                "RETURN r.id AS id, size(eps) = 0 AS orphan",
+                p,
+            )
+            orphans = [r["id"] for r in sourced if r["orphan"]]
+            if orphans:
+                await _data(
+                    tx,
+                    "UNWIND $ids AS fid MATCH ()-[x:FACT {group_id: $g}]->() WHERE x.superseded_by = fid "
+                    "SET x.invalid_at = null, x.expired_at = null, x.superseded_by = null",
+                    {**p, "ids": orphans},
+                )
+                await _data(
+                    tx, "UNWIND $ids AS fid MATCH ()-[r:FACT {id: fid, group_id: $g}]->() DELETE r", {**p, "ids": orphans}
+                )
+            gone = await _data(
+                tx,
+                "MATCH (ep:Episode {id: $ep, group_id: $g}) "
+                "OPTIONAL MATCH (ep)-[:MENTIONS]->(e:Entity {group_id: $g}) "
+                "WITH ep, collect(DISTINCT e) AS mentioned DETACH DELETE ep "
+                "WITH mentioned UNWIND mentioned AS e "
+                "WITH e WHERE NOT EXISTS { (e)<-[:MENTIONS]-(:Episode) } AND NOT EXISTS { (e)-[:FACT]-() } "
+                "OPTIONAL MATCH (a:Alias {group_id: $g})-[:ALIAS_OF]->(e) "
+                "WITH e, collect(a) AS aliases FOREACH (a IN aliases | DETACH DELETE a) DETACH DELETE e "
+                "RETURN count(*) AS c",
+                p,
+            )
+            return DeleteCounts(episodes=1, entities=int(gone[0]["c"]) if gone else 0, facts=len(orphans))
+
+        return await self._write(work)
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[_Neo4jWriteTxn]:
         """One explicit transaction for one episode: committed on normal exit, rolled back otherwise."""

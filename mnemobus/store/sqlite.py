@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -29,9 +29,12 @@ import numpy as np
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, FactHop, Hit, Vector, WriteTxn
+from mnemobus.store.contract import DeleteCounts, FactHop, GraphStore, Hit, Vector, WriteTxn
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
 from mnemobus.store.sqlite_vectors import VectorCache
+
+if TYPE_CHECKING:
+    from mnemobus.migrate import GroupExport
 
 T = TypeVar("T")
 
@@ -117,12 +120,52 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(value.split(_SEP)) if value else ()
 
 
-def _match(group_id: str, terms: Sequence[str]) -> str | None:
-    """An FTS5 expression: the group's token AND any of the terms, each quoted so no term is syntax."""
+def _terms_match(terms: Sequence[str]) -> str | None:
+    """An FTS5 expression matching any of the terms, each quoted so no term is syntax."""
     quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t.strip()]
     if not quoted:
         return None
-    return f'gtok : {group_token(group_id)} AND body : ({" OR ".join(quoted)})'
+    return f'body : ({" OR ".join(quoted)})'
+
+
+def _match(group_id: str, terms: Sequence[str]) -> str | None:
+    """An FTS5 expression: the group's token AND any of the terms."""
+    body = _terms_match(terms)
+    return None if body is None else f"gtok : {group_token(group_id)} AND {body}"
+
+
+# Above this many matching rows (over all groups) a text search narrows by the group token inside FTS5; below
+# it, it matches the terms alone and filters by group on the join. Why: bm25() computes every phrase's IDF by
+# walking its whole doclist, and the group token's doclist is the entire group (14 ms at 100k facts), while
+# the terms' doclists are usually short. The probe that decides is bounded by this number too.
+FTS_TERMS_ONLY_MAX_ROWS = 20_000
+
+
+def fts_search(c: sqlite3.Connection, table: str, group_id: str, terms: Sequence[str], limit: int,
+               where: str = "", params: dict[str, Any] | None = None) -> list[Hit]:
+    """BM25 over one FTS5 table, restricted to the group; `where` filters the base row `x` further.
+
+    A bounded count of the rows the terms match decides how the group is
+    applied (see FTS_TERMS_ONLY_MAX_ROWS); both ways give the same ranking,
+    since the group token's column weighs nothing in bm25().
+    """
+    terms_only = _terms_match(terms)
+    if terms_only is None or limit <= 0:
+        return []
+    base = table.removesuffix("_fts")
+    matching = c.execute(
+        f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+        (terms_only, FTS_TERMS_ONLY_MAX_ROWS + 1),
+    ).fetchone()[0]
+    if matching == 0:
+        return []
+    expr = terms_only if matching <= FTS_TERMS_ONLY_MAX_ROWS else _match(group_id, terms)
+    sql = (
+        f"SELECT x.id, bm25({table}, 0.0, 1.0) AS r FROM {table} JOIN {base} x ON x.rowid = {table}.rowid"
+        f" WHERE {table} MATCH :m AND +x.group_id = :g {where} ORDER BY r, x.id LIMIT :k"
+    )
+    rows = c.execute(sql, {"m": expr, "g": group_id, "k": limit, **(params or {})}).fetchall()
+    return [Hit(r[0], -float(r[1])) for r in rows]
 
 
 def _fact(row: Sequence[Any]) -> Fact:
@@ -249,6 +292,14 @@ class SqliteStore:
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._run(lambda: fn(self._reader()))
 
+    async def run_reads(self, work: Callable[[GraphStore], Awaitable[T]]) -> T:
+        """Run a sequence of reads (one group's recall) in one worker-thread hop instead of one hop per read.
+
+        Under load every hop waits for a scheduler slice; a recall makes about
+        ten reads per group. Writes and retrieval marks are not allowed inside.
+        """
+        return await self._run(lambda: _complete(work(_InlineReads(self))))
+
     # -- lifecycle ---------------------------------------------------------------
 
     async def open(self) -> None:
@@ -372,6 +423,78 @@ class SqliteStore:
             counts = await self._run(work)
         self.vectors.drop_group(group_id)
         return counts
+
+    async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
+        """Forget one episode: it, its links, and the facts and entities no other episode supports.
+
+        A fact that only this episode observed goes; a fact it merely
+        reinforced keeps its other sources. Facts that a deleted fact had
+        superseded are valid again (the contradiction came from the deleted
+        episode). Entities go once no episode mentions them and no fact
+        names them. Renames and aliases the episode added stay.
+        """
+
+        def work() -> DeleteCounts:
+            c = self._writer_conn()
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                counts = _delete_episode(c, group_id, episode_id)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            return counts
+
+        async with self._write_lock:
+            counts = await self._run(work)
+        if counts.episodes:
+            self.vectors.drop_group(group_id)  # cached matrices would still hold the deleted rows
+        return counts
+
+    async def group_ids(self) -> list[GroupId]:
+        """Every group holding an episode, entity or fact (the source side of `mnemobus migrate`)."""
+        return await self._read(lambda c: [GroupId(g) for (g,) in c.execute(
+            "SELECT group_id FROM episodes UNION SELECT group_id FROM entities UNION SELECT group_id FROM facts"
+            " ORDER BY 1"
+        )])
+
+    async def export_group(self, group_id: GroupId) -> GroupExport:
+        """Every row of the group as stored, embeddings and screening flags included, read in one snapshot."""
+        from mnemobus.migrate import GroupExport
+
+        def q(c: sqlite3.Connection) -> GroupExport:
+            c.execute("BEGIN")  # one read snapshot: a concurrent ingest cannot split the export
+            try:
+                episodes = [
+                    (_episode(r), bool(r[11]), _vector(r[12]))
+                    for r in c.execute(
+                        f"SELECT {_EPISODE_COLUMNS}, screened, embedding FROM episodes WHERE group_id = ?"
+                        " ORDER BY reference_time, id", (group_id,)
+                    )
+                ]
+                rows = c.execute(
+                    "SELECT id, embedding FROM entities WHERE group_id = ? ORDER BY id", (group_id,)
+                ).fetchall()
+                loaded = _load_entities(c, group_id, [r[0] for r in rows]) if rows else []
+                entities = [(e, _vector(r[1])) for e, r in zip(loaded, rows, strict=True)]
+                facts = [
+                    (_fact(r), _vector(r[-1]))
+                    for r in c.execute(
+                        f"SELECT {_FACT_COLUMNS}, f.embedding FROM {_FACT_FROM} WHERE f.group_id = ?"
+                        " ORDER BY f.created_at, f.id", (group_id,)
+                    )
+                ]
+                mentions = [
+                    (ep, ent) for ep, ent in c.execute(
+                        "SELECT ee.episode_id, ee.entity_id FROM episode_entities ee"
+                        " JOIN episodes e ON e.id = ee.episode_id WHERE e.group_id = ? ORDER BY 1, 2", (group_id,)
+                    )
+                ]
+            finally:
+                c.execute("COMMIT")
+            return GroupExport(group_id=group_id, episodes=episodes, entities=entities, facts=facts, mentions=mentions)
+
+        return await self._read(q)
 
     def _writer_conn(self) -> sqlite3.Connection:
         if self._closed or self._writer is None:
@@ -506,22 +629,11 @@ class SqliteStore:
 
     # -- candidate queries ------------------------------------------------------------
 
-    async def _fts(self, table: str, group_id: GroupId, terms: Sequence[str], limit: int, join: str = "",
-                   where: str = "", params: dict[str, Any] | None = None) -> list[Hit]:
-        expr = _match(group_id, terms)
-        if expr is None or limit <= 0:
+    async def _fts(self, table: str, group_id: GroupId, terms: Sequence[str], limit: int, where: str = "",
+                   params: dict[str, Any] | None = None) -> list[Hit]:
+        if _terms_match(terms) is None or limit <= 0:
             return []
-        base = table.removesuffix("_fts")
-
-        def q(c: sqlite3.Connection) -> list[Hit]:
-            sql = (
-                f"SELECT x.id, bm25({table}, 0.0, 1.0) AS r FROM {table} JOIN {base} x ON x.rowid = {table}.rowid"
-                f" {join} WHERE {table} MATCH :m AND +x.group_id = :g {where} ORDER BY r LIMIT :k"
-            )
-            rows = c.execute(sql, {"m": expr, "g": group_id, "k": limit, **(params or {})}).fetchall()
-            return [Hit(r[0], -float(r[1])) for r in rows]
-
-        return await self._read(q)
+        return await self._read(lambda c: fts_search(c, table, group_id, terms, limit, where, params))
 
     async def search_facts_text(self, group_id: GroupId, terms: Sequence[str], as_of: datetime, limit: int) -> list[Hit]:
         where = "AND (x.valid_at IS NULL OR x.valid_at <= :t) AND (x.invalid_at IS NULL OR x.invalid_at > :t)"
@@ -546,19 +658,25 @@ class SqliteStore:
         t = _ts(as_of)
 
         def q(c: sqlite3.Connection) -> list[Hit]:
-            hits = self.vectors.search(c, "facts", group_id, np.asarray(vector), limit * 4)
-            if not hits:
-                return []
-            marks = ",".join("?" * len(hits))
-            valid = {
-                r[0]
-                for r in c.execute(
-                    f"SELECT id FROM facts f WHERE +group_id = ? AND id IN ({marks})"
-                    " AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)",
-                    (group_id, *(h[0] for h in hits), t, t),
-                )
-            }
-            return [Hit(i, s) for i, s in hits if i in valid][:limit]
+            # most stored facts are still valid: ask for twice the limit, and widen only when too few were
+            wanted = limit * 2
+            while True:
+                hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted)
+                if not hits:
+                    return []
+                marks = ",".join("?" * len(hits))
+                valid = {
+                    r[0]
+                    for r in c.execute(
+                        f"SELECT rowid FROM facts f WHERE rowid IN ({marks}) AND +group_id = ?"
+                        " AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)",
+                        (*(h[2] for h in hits), group_id, t, t),
+                    )
+                }
+                found = [Hit(i, score) for i, score, rowid in hits if rowid in valid]
+                if len(found) >= limit or len(hits) < wanted or wanted >= limit * 32:
+                    return found[:limit]
+                wanted *= 4
 
         return await self._read(q)
 
@@ -706,6 +824,44 @@ def _load_entities(c: sqlite3.Connection, group_id: str, ids: list[str]) -> list
     return [by_id[i] for i in ids if i in by_id]
 
 
+def _vector(blob: bytes | None) -> Vector | None:
+    return None if blob is None else np.frombuffer(blob, dtype=np.float32).copy()
+
+
+def _delete_episode(c: sqlite3.Connection, group_id: str, episode_id: str) -> DeleteCounts:
+    row = c.execute("SELECT rowid FROM episodes WHERE id = ? AND group_id = ?", (episode_id, group_id)).fetchone()
+    if row is None:
+        return DeleteCounts()
+    sourced = [fid for (fid,) in c.execute(
+        "SELECT fs.fact_id FROM fact_sources fs JOIN facts f ON f.id = fs.fact_id"
+        " WHERE fs.episode_id = ? AND f.group_id = ?", (episode_id, group_id))]
+    c.execute("DELETE FROM fact_sources WHERE episode_id = ?", (episode_id,))
+    orphans = [fid for fid in sourced
+               if c.execute("SELECT 1 FROM fact_sources WHERE fact_id = ? LIMIT 1", (fid,)).fetchone() is None]
+    for fid in orphans:
+        c.execute(
+            "UPDATE facts SET invalid_at = NULL, expired_at = NULL, superseded_by = NULL"
+            " WHERE superseded_by = ? AND group_id = ?", (fid, group_id),
+        )
+        c.execute("DELETE FROM facts_fts WHERE rowid = (SELECT rowid FROM facts WHERE id = ?)", (fid,))
+        c.execute("DELETE FROM facts WHERE id = ?", (fid,))
+    mentioned = [eid for (eid,) in c.execute("SELECT entity_id FROM episode_entities WHERE episode_id = ?", (episode_id,))]
+    c.execute("DELETE FROM episode_entities WHERE episode_id = ?", (episode_id,))
+    entities = 0
+    for eid in mentioned:
+        still_used = c.execute(
+            "SELECT 1 FROM episode_entities WHERE entity_id = ? UNION ALL SELECT 1 FROM facts WHERE subject_id = ?"
+            " UNION ALL SELECT 1 FROM facts WHERE object_id = ? LIMIT 1", (eid, eid, eid),
+        ).fetchone()
+        if still_used is None:
+            c.execute("DELETE FROM aliases WHERE group_id = ? AND entity_id = ?", (group_id, eid))
+            c.execute("DELETE FROM entities_fts WHERE rowid = (SELECT rowid FROM entities WHERE id = ?)", (eid,))
+            entities += c.execute("DELETE FROM entities WHERE id = ? AND group_id = ?", (eid, group_id)).rowcount
+    c.execute("DELETE FROM episodes_fts WHERE rowid = ?", (row[0],))
+    c.execute("DELETE FROM episodes WHERE rowid = ?", (row[0],))
+    return DeleteCounts(episodes=1, entities=entities, facts=len(orphans))
+
+
 def _entity_fts_body(c: sqlite3.Connection, group_id: str, entity_id: str, name: str) -> str:
     aliases = [a for (a,) in c.execute("SELECT alias FROM aliases WHERE group_id = ? AND entity_id = ?", (group_id, entity_id))]
     return " ".join(dict.fromkeys([name, *aliases]))
@@ -747,6 +903,19 @@ def _insert_fact(c: sqlite3.Connection, f: Fact, vec: Vector | None) -> None:
             "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id, source_message_id) VALUES (?,?,?)",
             (f.id, episode_id, message_id),
         )
+
+
+class _InlineReads(SqliteStore):
+    """The same store (its very attribute dict), with reads run on the calling worker thread."""
+
+    def __init__(self, store: SqliteStore) -> None:  # noqa: D107 - shares state rather than initialising it
+        self.__dict__ = store.__dict__
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return fn(self._reader())
+
+    async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
+        raise RuntimeError("mark_retrieved may write: call it outside run_reads")
 
 
 def _complete(coro: Awaitable[T]) -> T:

@@ -4,12 +4,22 @@ The SQLite file is the source of truth: each matrix is loaded lazily from the
 embedding column, topped up incrementally when newer rows appear (also rows
 written by another process), and evicted least-recently-used under a byte
 budget, so a million facts over a thousand groups never all sit in RAM.
-Search is an exact dot product: groups are small in the common case, and an
-exact scan gives both backends the same answers.
+
+Search is an exact dot product for groups under `ann_min_rows` (the common
+case: exact answers, identical to the other backend's). A larger group gets
+an approximate index (faiss IVF over 8-bit scalar-quantised vectors), built
+from the matrix in a background thread while exact scans keep answering, and
+topped up with new rows as they arrive. Its candidates are re-scored exactly
+against the float32 matrix, so the scores returned are always true cosines.
+Why IVF and not HNSW: measured on 100k x 384 here, an HNSW build (usearch)
+took minutes on 2 busy cores, an IVF build seconds, for sub-millisecond
+queries and ~0.99 recall@40 either way; IVF also adds rows cheaply.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -17,22 +27,67 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 _TABLES = frozenset({"facts", "entities", "episodes"})
+ANN_MIN_ROWS = 20_000  # below this an exact scan takes a few milliseconds at most
+RESCORE_FACTOR = 4  # approximate candidates fetched per wanted result, then re-scored exactly
+
+
+class IvfIndex:
+    """An IVF index over one matrix's rows; labels are row positions in that matrix.
+
+    Not thread-safe by itself: the VectorCache calls it under the matrix's lock.
+    """
+
+    def __init__(self, rows: np.ndarray) -> None:
+        import faiss  # imported here: only stores with a large group need it
+
+        faiss.omp_set_num_threads(1)  # one query per thread: OpenMP fan-out only adds latency on 2 busy cores
+        n, dim = rows.shape
+        self.nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))  # faiss wants >= 39 training points a list
+        self.built_for = n
+        quantizer = faiss.IndexFlatIP(dim)
+        self._index = faiss.IndexIVFScalarQuantizer(
+            quantizer, dim, self.nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+        )
+        sample = rows if n <= self.nlist * 64 else rows[np.random.default_rng(n).choice(n, self.nlist * 64, replace=False)]
+        self._index.train(np.ascontiguousarray(sample, dtype=np.float32))
+        self._index.add(np.ascontiguousarray(rows, dtype=np.float32))
+        self._index.nprobe = max(8, self.nlist // 32)
+        self._quantizer = quantizer  # faiss keeps only a raw pointer to it
+        self.size = n
+
+    def add(self, rows: np.ndarray) -> None:
+        if len(rows):
+            self._index.add(np.ascontiguousarray(rows, dtype=np.float32))
+            self.size += len(rows)
+
+    def candidates(self, query: np.ndarray, k: int) -> np.ndarray:
+        _, labels = self._index.search(query.reshape(1, -1).astype(np.float32, copy=False), k)
+        return labels[0][labels[0] >= 0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * (self._index.d + 8)
 
 
 @dataclass
 class _Matrix:
     dim: int
     ids: list[str] = field(default_factory=list)
+    rowids: list[int] = field(default_factory=list)  # SQLite rowids: follow-up lookups skip the text-id index
     rows: np.ndarray | None = None  # float32 (capacity, dim)
     size: int = 0
     max_rowid: int = 0
+    ann: IvfIndex | None = None
+    building: bool = False
 
     @property
     def nbytes(self) -> int:
-        return 0 if self.rows is None else int(self.rows.nbytes)
+        return (0 if self.rows is None else int(self.rows.nbytes)) + (self.ann.nbytes if self.ann else 0)
 
-    def append(self, ids: list[str], vectors: np.ndarray, max_rowid: int) -> None:
+    def append(self, ids: list[str], rowids: list[int], vectors: np.ndarray, max_rowid: int) -> None:
         if not ids:
             return
         need = self.size + len(ids)
@@ -44,6 +99,7 @@ class _Matrix:
             self.rows = grown
         self.rows[self.size : need] = vectors
         self.ids.extend(ids)
+        self.rowids.extend(rowids)
         self.size = need
         self.max_rowid = max(self.max_rowid, max_rowid)
 
@@ -51,9 +107,13 @@ class _Matrix:
 class VectorCache:
     """Thread-safe: each search refreshes and reads its matrix under one lock per (table, group)."""
 
-    def __init__(self, dim: int, budget_bytes: int) -> None:
+    def __init__(self, dim: int, budget_bytes: int, *, ann_min_rows: int = ANN_MIN_ROWS,
+                 background: bool = True) -> None:
         self.dim = dim
         self.budget = budget_bytes
+        self.ann_min_rows = ann_min_rows
+        self.background = background  # False builds indexes inline (tests; predictable latency)
+        self._builders: list[threading.Thread] = []
         self._mats: OrderedDict[tuple[str, str], _Matrix] = OrderedDict()
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
@@ -81,9 +141,15 @@ class VectorCache:
             return
         blob = b"".join(r[2] for r in rows)
         vectors = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.dim)
-        mat.append([r[1] for r in rows], vectors, max(latest, rows[-1][0]))
+        mat.append([r[1] for r in rows], [r[0] for r in rows], vectors, max(latest, rows[-1][0]))
 
     def search(self, conn: sqlite3.Connection, table: str, group_id: str, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The k nearest rows of the group: (id, cosine), best first."""
+        return [(i, score) for i, score, _ in self.search_rows(conn, table, group_id, query, k)]
+
+    def search_rows(self, conn: sqlite3.Connection, table: str, group_id: str, query: np.ndarray,
+                    k: int) -> list[tuple[str, float, int]]:
+        """As `search`, with each row's SQLite rowid: (id, cosine, rowid)."""
         if table not in _TABLES:
             raise ValueError(f"no vectors for table {table!r}")
         key = (table, group_id)
@@ -96,16 +162,60 @@ class VectorCache:
             self._refresh(conn, table, group_id, mat)
             if mat.size == 0 or k <= 0:
                 return []
-            # einsum, not BLAS: a multi-threaded BLAS gemv oversubscribes 2 busy cores (13 ms vs 1.4 ms at 10k rows)
-            sims = np.einsum("ij,j->i", mat.rows[: mat.size], query.astype(np.float32, copy=False))
-            if k < mat.size:
-                top = np.argpartition(-sims, k)[:k]
-                top = top[np.argsort(-sims[top])]
+            q = query.astype(np.float32, copy=False)
+            self._maintain_index(key, mat)
+            if mat.ann is not None and k * RESCORE_FACTOR < mat.size:
+                positions = mat.ann.candidates(q, k * RESCORE_FACTOR)
+                sims = np.einsum("ij,j->i", mat.rows[positions], q)
+                order = np.argsort(-sims)[:k]
+                result = [(mat.ids[positions[i]], float(sims[i]), mat.rowids[positions[i]]) for i in order]
             else:
-                top = np.argsort(-sims)
-            result = [(mat.ids[i], float(sims[i])) for i in top]
+                # einsum, not BLAS: a multi-threaded BLAS gemv oversubscribes 2 busy cores (13 ms vs 1.4 ms at 10k rows)
+                sims = np.einsum("ij,j->i", mat.rows[: mat.size], q)
+                if k < mat.size:
+                    top = np.argpartition(-sims, k)[:k]
+                    top = top[np.argsort(-sims[top])]
+                else:
+                    top = np.argsort(-sims)
+                result = [(mat.ids[i], float(sims[i]), mat.rowids[i]) for i in top]
         self._evict()
         return result
+
+    def _maintain_index(self, key: tuple[str, str], mat: _Matrix) -> None:
+        """Called under the key lock: top the index up, or start (re)building it when the group outgrew it."""
+        if mat.ann is not None and mat.ann.size < mat.size:
+            mat.ann.add(mat.rows[mat.ann.size : mat.size])  # type: ignore[index]
+        outgrown = mat.ann is not None and mat.size > 4 * mat.ann.built_for  # lists too long: rebalance
+        if mat.size < self.ann_min_rows or mat.building or (mat.ann is not None and not outgrown):
+            return
+        mat.building = True
+        rows, n = mat.rows, mat.size  # appends never touch rows[:n], and a grown matrix is a new array
+
+        def build() -> None:
+            try:
+                index = IvfIndex(rows[:n])  # type: ignore[index]
+            except Exception:  # noqa: BLE001 - exact scans keep answering; the next search tries again
+                log.exception("building the vector index of %s failed", key)
+                mat.building = False
+                return
+            with self._key_lock(key):
+                if mat.rows is not None and mat.size >= n:
+                    index.add(mat.rows[n : mat.size])
+                    mat.ann = index
+                mat.building = False
+
+        if not self.background:
+            mat.building = False
+            mat.ann = IvfIndex(rows[:n])  # type: ignore[index]
+            return
+        thread = threading.Thread(target=build, name=f"vector-index-{key[0]}", daemon=True)
+        self._builders = [t for t in self._builders if t.is_alive()] + [thread]
+        thread.start()
+
+    def wait_for_indexes(self, timeout: float | None = None) -> None:
+        """Block until background index builds finish (benchmarks and tests that want the indexed path)."""
+        for thread in list(self._builders):
+            thread.join(timeout)
 
     def _evict(self) -> None:
         with self._lock:

@@ -17,16 +17,21 @@ from mnemobus.groups import GroupId
 from mnemobus.envelope import MemoryContext
 from mnemobus.plugin import PluginContext
 from mnemobus.store.model import RecallQuery, RecallResult
+from plugins.memory.breaker import RecallBreaker
 
 log = logging.getLogger("mnemobus.plugin.memory")
 
 
-async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupId, ...]) -> MemoryContext:
+async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupId, ...],
+                             breaker: RecallBreaker) -> MemoryContext:
     engine = ctx.engine
     cfg = ctx.settings.memory
     if engine is None:
         ctx.metrics.fail_open.labels(reason="no_engine").inc()
         return MemoryContext(groups=list(groups), status="error")
+    if not breaker.allow():
+        ctx.metrics.fail_open.labels(reason="circuit_open").inc()
+        return MemoryContext(groups=list(groups), status="circuit_open")
     results: dict[GroupId, RecallResult] = {}
     failures: list[str] = []
 
@@ -45,6 +50,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     elapsed = time.perf_counter() - started
     ctx.metrics.recall_seconds.observe(elapsed)
     latency_ms = elapsed * 1000
+    breaker.record(ok=not scope.cancelled_caught and not failures)
     if scope.cancelled_caught:
         ctx.metrics.fail_open.labels(reason="timeout").inc()
         log.warning("recall for %s exceeded its %.0f ms deadline; forwarding unenriched", list(groups), cfg.recall_deadline_ms)

@@ -24,7 +24,9 @@ from mnemobus.groups import GroupId
 from mnemobus.identity import Resolution
 from mnemobus.plugin import PluginContext
 from plugins.memory.enrich import recall_for_request
+from plugins.memory.breaker import RecallBreaker
 from plugins.memory.formation import FormationGate
+from plugins.memory.outbox import EpisodeOutbox
 from mnemobus.store.model import episode_id_for
 
 log = logging.getLogger("mnemobus.plugin.memory")
@@ -43,24 +45,50 @@ class MemoryPlugin:
         self.ctx = ctx
         m = ctx.settings.memory
         self.gate = FormationGate(m.form_every_n_messages, m.form_every_n_tokens, m.form_cold_after_s)
-        self._sweeper = anyio.CancelScope()
+        self.breaker = RecallBreaker(m.breaker_failures, m.breaker_cooldown_s)
+        self.outbox = EpisodeOutbox(m.outbox_path)
+        self._scopes: list[anyio.CancelScope] = []
+        ctx.spawn(self._background, self._outbox_loop)
         if self.gate.buffering:
-            ctx.spawn(self._sweep_loop)
+            ctx.spawn(self._background, self._sweep_loop)
+
+    async def _background(self, loop) -> None:  # type: ignore[no-untyped-def]
+        """Run a loop until stop() cancels it."""
+        with anyio.CancelScope() as scope:
+            self._scopes.append(scope)
+            await loop()
+
+    async def _outbox_loop(self) -> None:
+        """Republish parked episodes until the stream takes them; the message id keeps this idempotent."""
+        while True:
+            ctx = self.ctx
+            if ctx is None:
+                return
+            for msg_id, subject, data in await anyio.to_thread.run_sync(self.outbox.pending):
+                try:
+                    await ctx.bus.js_publish(subject, data, msg_id=msg_id)
+                except Exception:
+                    await anyio.to_thread.run_sync(self.outbox.failed_again, msg_id)
+                    break
+                await anyio.to_thread.run_sync(self.outbox.delivered, msg_id)
+                ctx.metrics.episodes_emitted.inc()
+            ctx.metrics.outbox_depth.set(await anyio.to_thread.run_sync(self.outbox.depth))
+            await anyio.sleep(1.0)
 
     async def _sweep_loop(self) -> None:
         """Cold sessions still become episodes, however long the user stays away."""
-        with self._sweeper:
-            while True:
-                await anyio.sleep(min(30.0, self.gate.cold_after_s / 2))
-                for episode in self.gate.sweep():
-                    await self._publish_episode(self.ctx, episode)
+        while True:
+            await anyio.sleep(min(30.0, self.gate.cold_after_s / 2))
+            for episode in self.gate.sweep():
+                await self._publish_episode(self.ctx, episode)
 
     async def stop(self) -> None:
-        if hasattr(self, "_sweeper"):
-            self._sweeper.cancel()
+        for scope in getattr(self, "_scopes", []):
+            scope.cancel()
         if self.ctx is not None:
             for episode in self.gate.sweep(everything=True):  # drain: nothing buffered is dropped
                 await self._publish_episode(self.ctx, episode)
+            self.outbox.close()
         self.ctx = None
 
     def _say(self, text: str) -> None:
@@ -72,6 +100,9 @@ class MemoryPlugin:
         assert ctx is not None, "plugin used before start"
         agent_id = req.payload.meta.agent_id
         who = ctx.identity.resolve(req.source.platform, req.source.user_id, agent_id, req.payload.meta.system_actor)
+        skill = req.payload.skill or req.payload.meta.skill_hint
+        if skill and skill in ctx.settings.memory.exclude_skills:
+            who = Resolution((), who.user, f"skill_excluded:{skill}")
         if who.groups:
             mctx.group_id = who.groups[0]
         memory = await self._recall(ctx, req, who)
@@ -101,7 +132,7 @@ class MemoryPlugin:
         if not who.memory_on:
             status = "disabled" if who.reason == "memory_disabled" else "skipped"
             return MemoryContext(status=status)
-        return await recall_for_request(ctx, req.payload.content, who.groups)
+        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.breaker)
 
     async def _execute(self, ctx: PluginContext, enriched: EnrichedRequest, agent_id: str) -> SkillResponse:
         base = dict(correlation_id=enriched.trace_id, request_id=enriched.id, agent_id=agent_id, memory=enriched.memory)
@@ -141,21 +172,21 @@ class MemoryPlugin:
         self._say(f"episode(s) for request {req.id[:8]} queued to {', '.join(groups)}")
 
     async def _publish_episode(self, ctx: PluginContext, episode: EpisodeMessage) -> None:
-        delay = 0.2
-        for attempt in range(1, 6):
+        """Publish, or park in the outbox: an exchange is never dropped because the stream hiccuped."""
+        subject, data = subjects.episode(GroupId(episode.group_id)), episode.to_wire()
+        for attempt in (1, 2):
             try:
-                await ctx.bus.js_publish(subjects.episode(GroupId(episode.group_id)), episode.to_wire(),
-                                         msg_id=episode.episode_id)
+                await ctx.bus.js_publish(subject, data, msg_id=episode.episode_id)
                 ctx.metrics.episodes_emitted.inc()
                 return
-            except Exception as exc:  # JetStream unavailable or slow: retry, then say so loudly
-                if attempt == 5:
-                    ctx.metrics.episode_emit_errors.inc()
-                    log.error("episode %s for group %s could not be published after %d attempts: %s",
-                              episode.episode_id, episode.group_id, attempt, exc)
-                    return
-                await anyio.sleep(delay)
-                delay *= 2
+            except Exception as exc:
+                last = exc
+                if attempt == 1:
+                    await anyio.sleep(0.1)
+        await anyio.to_thread.run_sync(self.outbox.park, episode.episode_id, subject, data)
+        ctx.metrics.episode_emit_errors.inc()
+        log.warning("episode %s for group %s parked in the outbox (%s): %s",
+                    episode.episode_id, episode.group_id, self.outbox.path, last)
 
 
 def _read_executor_reply(data: bytes) -> tuple[str | None, str | None]:

@@ -18,6 +18,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "MNEMOBUS_NATS__DATA_DIR": str(tmp_path / "nats"),
         "MNEMOBUS_STORE__SQLITE_PATH": str(tmp_path / "m.sqlite3"),
         "MNEMOBUS_METRICS__PORT": "0",
+        "MNEMOBUS_API__PORT": "0",
         "MNEMOBUS_MEMORY__EMBEDDING__PROVIDER": "hash",
     })
     env.update(extra)

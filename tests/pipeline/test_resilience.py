@@ -1,0 +1,106 @@
+"""Fail open on the request path, fail safe on the write path."""
+
+import anyio
+import pytest
+
+from mnemobus import subjects
+from plugins.memory.breaker import RecallBreaker
+from tests.pipeline.conftest import ask, request, wait_for_episodes
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_recall_past_its_deadline_forwards_the_request_unenriched(pipeline, monkeypatch):
+    async def slow_recall(query):
+        await anyio.sleep(5)
+
+    monkeypatch.setattr(pipeline.engine, "recall", slow_recall)
+    with anyio.fail_after(3):
+        reply = await ask(pipeline, request("are you there?"))
+    assert reply["content"].startswith("Noted") and reply["memory"]["status"] == "timeout"
+    assert pipeline.metrics.fail_open.labels(reason="timeout")._value.get() == 1
+
+
+async def test_recall_error_forwards_the_request_unenriched(pipeline, monkeypatch):
+    async def broken_recall(query):
+        raise RuntimeError("index corrupted")
+
+    monkeypatch.setattr(pipeline.engine, "recall", broken_recall)
+    reply = await ask(pipeline, request("hello"))
+    assert reply["content"].startswith("Noted") and reply["memory"]["status"] == "error"
+    assert pipeline.metrics.fail_open.labels(reason="error")._value.get() == 1
+
+
+async def test_repeated_recall_failures_open_the_breaker_and_skip_recall(pipeline, monkeypatch):
+    calls = {"n": 0}
+
+    async def broken_recall(query):
+        calls["n"] += 1
+        raise RuntimeError("down")
+
+    monkeypatch.setattr(pipeline.engine, "recall", broken_recall)
+    for _ in range(pipeline.settings.memory.breaker_failures):
+        await ask(pipeline, request("hello"))
+    before = calls["n"]
+    reply = await ask(pipeline, request("hello again"))
+    assert reply["memory"]["status"] == "circuit_open" and calls["n"] == before
+
+
+def test_breaker_lets_one_probe_through_after_the_cooldown_and_closes_on_success():
+    b = RecallBreaker(failures_to_open=2, cooldown_s=10)
+    b.record(False, now=0)
+    b.record(False, now=1)
+    assert not b.allow(now=5)
+    assert b.allow(now=12)
+    b.record(True)
+    assert b.allow(now=12.1) and not b.open
+
+
+async def test_episode_refused_by_the_stream_is_parked_and_delivered_later(pipeline, monkeypatch):
+    real = pipeline.bus.js_publish
+    state = {"down": True}
+
+    async def flaky(subject, data, **kw):
+        if state["down"] and subject.startswith(subjects.EPISODE_PREFIX):
+            raise TimeoutError("stream leader election")
+        return await real(subject, data, **kw)
+
+    monkeypatch.setattr(pipeline.bus, "js_publish", flaky)
+    reply = await ask(pipeline, request("I moved from Berlin to London."))
+    assert reply["content"].startswith("Noted")
+    await anyio.sleep(0.3)
+    assert await pipeline.engine.store.count_episodes("user_josh") == 0
+    assert pipeline.metrics.episode_emit_errors._value.get() == 2  # one per group, parked
+    state["down"] = False
+    assert await wait_for_episodes(pipeline, "user_josh", 1, timeout=10) == 1
+    assert await wait_for_episodes(pipeline, "agent_echo__user_josh", 1, timeout=10) == 1
+
+
+async def test_excluded_skill_neither_reads_nor_writes_memory(pipeline):
+    req = request("CRITICAL: disk full on host-3")
+    req.payload.skill = "alert"
+    reply = await ask(pipeline, req)
+    assert reply["memory"]["status"] == "skipped"
+    await anyio.sleep(0.3)
+    assert await pipeline.engine.store.count_episodes() == 0
+
+
+async def test_known_user_also_recalls_what_they_said_before_being_mapped(pipeline, users_file):
+    await ask(pipeline, request("I moved from Berlin to London.", user="555"))  # unknown yet
+    assert await wait_for_episodes(pipeline, "user_discord_555", 1) == 1
+    users_file.write_text("users:\n  - id: mara\n    identities:\n      discord: '555'\n")
+    with anyio.fail_after(5):
+        while pipeline.identity.lookup("discord", "555") is None:
+            await anyio.sleep(0.05)
+    reply = await ask(pipeline, request("Where do I live?", user="555"))
+    assert "user_discord_555" in reply["memory"]["groups"]
+    assert "London" in reply["memory"]["block"]
+
+
+async def test_users_file_edit_takes_effect_without_a_restart(pipeline, users_file):
+    users_file.write_text("users:\n  - id: newbie\n    identities:\n      discord: '777'\n")
+    with anyio.fail_after(5):
+        while pipeline.identity.lookup("discord", "777") is None:
+            await anyio.sleep(0.05)
+    reply = await ask(pipeline, request("hi", user="777"))
+    assert reply["memory"]["groups"][0] == "user_newbie"
