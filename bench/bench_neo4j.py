@@ -43,11 +43,13 @@ SYLLABLES = "ka lo mi nu pe ra si tu vo ze ba di fo gu hi jo".split()
 
 
 def rare_words(n: int, seed: int = 3) -> list[str]:
-    """Made-up words ("kalomi"), each used by a few facts: the specific terms real questions carry."""
+    """Made-up words ("kalomipe", 16**4 possible), each used by a few facts: the specific terms real questions carry."""
+    if n > len(SYLLABLES) ** 4 // 2:
+        raise ValueError(f"{n} rare words asked; the syllable set makes at most {len(SYLLABLES) ** 4 // 2} comfortably")
     rnd = random.Random(seed)
     out: set[str] = set()
     while len(out) < n:
-        out.add("".join(rnd.choice(SYLLABLES) for _ in range(3)))
+        out.add("".join(rnd.choice(SYLLABLES) for _ in range(4)))
     return sorted(out)
 
 
@@ -158,7 +160,8 @@ async def main() -> int:
         server = None
         if not uri:
             ensure_jars()
-            server = stack.enter_context(LocalNeo4j(heap="1g"))
+            # page cache sized to hold the store (~600 MB at 100k facts, mostly embeddings), as production should be
+            server = stack.enter_context(LocalNeo4j(heap="1g", pagecache="1g"))
             uri = server.uri
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         stores: dict[str, GraphStore] = {"sqlite": SqliteStore(tmp / "bench.sqlite3"), "neo4j": Neo4jStore(uri)}

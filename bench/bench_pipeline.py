@@ -58,25 +58,29 @@ def _rss_mb(pid: int) -> float:
 
 
 async def fill(settings, groups: list[GroupId]) -> dict[str, float]:
+    """Fill each group to FACT_TARGET facts through the engine, in worker-sized batches."""
     from datetime import UTC, datetime
 
     engine = await open_engine(settings)
     started = time.perf_counter()
-    n = 0
-    facts = 0
-    i = 0
+    n = facts = i = 0
     try:
         while facts < FACT_TARGET:
-            text = (f"{PEOPLE[i % len(PEOPLE)]} works on {PROJECTS[(i * 7) % len(PROJECTS)]}. "
-                    f"{PROJECTS[(i * 7) % len(PROJECTS)]} uses {TOOLS[(i * 13) % len(TOOLS)]}.")
-            for g in groups:
-                out = await engine.ingest(Episode(id=episode_id_for(g, f"fill-{i}", "exchange"), group_id=g, content=text,
-                                                  role="exchange", source_message_id=f"fill-{i}",
-                                                  reference_time=datetime.now(UTC)))
-                if g == groups[0]:
-                    facts += out.facts_added
+            batch = []
+            for _ in range(16):
+                person, project, tool = PEOPLE[i % len(PEOPLE)], PROJECTS[(i * 7) % len(PROJECTS)], TOOLS[(i * 13) % len(TOOLS)]
+                text = f"{person}{i} works on {project}. {project} uses {tool}."
+                for g in groups:
+                    batch.append(Episode(id=episode_id_for(g, f"fill-{i}", "exchange"), group_id=g, content=text,
+                                         role="exchange", source_message_id=f"fill-{i}", reference_time=datetime.now(UTC)))
+                i += 1
+            outcomes = await engine.ingest_many(batch)
+            for ep, out in zip(batch, outcomes):
+                if isinstance(out, BaseException):
+                    raise out
                 n += 1
-            i += 1
+                if ep.group_id == groups[0]:
+                    facts += out.facts_added + out.facts_reinforced
     finally:
         await engine.close()
     return {"fill_episodes": n, "fill_facts_per_group": facts,
@@ -149,6 +153,7 @@ async def main() -> None:
         server = EmbeddedNatsServer(tmpd / "nats")
         server.start()
         cfg = {"nats": {"url": server.url}, "store": {"sqlite_path": str(tmpd / "m.sqlite3")},
+               "memory": {"recall_deadline_ms": float(os.environ.get("RECALL_DEADLINE_MS", 150))},
                "metrics": {"port": 0}, "identity": {"users_file": str(Path("workspace/users.yaml").resolve())},
                "log_level": "WARNING"}
         users = tmpd / "users.yaml"
@@ -187,7 +192,12 @@ async def main() -> None:
             await bus.close()
         finally:
             proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                print("pipeline server did not drain within 30 s; killed it", file=sys.stderr)
+                proc.kill()
+                proc.wait()
             server.stop()
     figures["facts_per_group"] = figures.pop("fill_facts_per_group")
     print_table(f"pipeline bench ({'QUICK' if QUICK else 'full'}; {FACT_TARGET:,} facts per group target)", figures)

@@ -1,6 +1,6 @@
 """Graph stores: the contract, the data model, and the embedded SQLite backend."""
 
-from mnemobus.store.contract import DeleteCounts, FactHop, GraphStore, Hit, WriteTxn
+from mnemobus.store.contract import BatchReads, BatchTransactions, DeleteCounts, FactHop, GraphStore, Hit, WriteTxn
 from mnemobus.store.model import (
     Entity,
     Episode,
@@ -14,6 +14,6 @@ from mnemobus.store.model import (
 )
 
 __all__ = [
-    "DeleteCounts", "Entity", "Episode", "Fact", "FactHop", "GraphStore", "Hit", "IngestOutcome", "RecallQuery",
+    "BatchReads", "BatchTransactions", "DeleteCounts", "Entity", "Episode", "Fact", "FactHop", "GraphStore", "Hit", "IngestOutcome", "RecallQuery",
     "RecallResult", "ScoredEpisode", "ScoredFact", "WriteTxn", "episode_id_for",
 ]

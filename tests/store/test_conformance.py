@@ -16,7 +16,7 @@ import pytest
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.errors import StoreIntegrityError
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import GraphStore
+from mnemobus.store.contract import DeleteCounts, GraphStore
 from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for
 
 pytestmark = pytest.mark.anyio
@@ -363,6 +363,83 @@ async def test_delete_group_leaves_other_groups_alone(store: GraphStore, group: 
     await alice_graph(store, other_group)
     await store.delete_group(group)
     assert (await store.count_facts(other_group), await store.count_episodes(other_group)) == (4, 1)
+
+
+async def test_delete_episode_removes_what_only_it_supported_and_revives_what_it_superseded(
+    store: GraphStore, group: GroupId
+) -> None:
+    alice, acme, globex, coffee = (entity(group, n) for n in ("Alice", "Acme", "Globex", "Coffee"))
+    ep1, ep2 = episode(group, "m1", "Alice works at Acme and likes coffee"), episode(group, "m2", "Alice moved to Globex")
+    old = fact(group, alice, "works_at", acme, "Alice works at Acme", ep=ep1)
+    likes = fact(group, alice, "likes", coffee, "Alice likes coffee", ep=ep1)
+    new = fact(group, alice, "works_at", globex, "Alice works at Globex", ep=ep2, valid_at=T0 + timedelta(days=5))
+    async with store.transaction() as tx:
+        for ep in (ep1, ep2):
+            await tx.insert_episode(ep, screened=False, embedding=vec(ep.content))
+        for n in (alice, acme, globex, coffee):
+            await tx.insert_entity(n, vec(n.name))
+        await tx.link_episode_entity(group, ep1.id, alice.id)
+        await tx.link_episode_entity(group, ep2.id, alice.id)
+        await tx.link_episode_entity(group, ep2.id, globex.id)
+        await tx.insert_fact(old, vec(old.fact))
+        await tx.insert_fact(likes, vec(likes.fact))
+        await tx.insert_fact(new, vec(new.fact))
+        await tx.update_fact(Fact(**{**{s: getattr(old, s) for s in Fact.__slots__},  # type: ignore[attr-defined]
+                                     "invalid_at": new.valid_at, "expired_at": new.valid_at, "superseded_by": new.id}))
+        await tx.add_fact_source(group, likes.id, ep2.id, "m2")  # ep2 also said she likes coffee
+
+    counts = await store.delete_episode(group, ep2.id)
+
+    # the Globex fact had only ep2 as source, and Globex then has neither a mention nor a fact
+    assert (counts.episodes, counts.entities, counts.facts) == (1, 1, 1)
+    assert await store.get_episode(group, ep2.id) is None
+    (revived,) = await store.get_facts(group, [old.id])
+    assert (revived.invalid_at, revived.superseded_by) == (None, None)
+    (kept,) = await store.get_facts(group, [likes.id])
+    assert (kept.episode_ids, kept.source_message_ids) == ((ep1.id,), ("m1",))
+    assert await store.get_facts(group, [new.id]) == []
+    assert await store.delete_episode(group, ep2.id) == DeleteCounts()
+
+
+async def test_delete_episode_removes_an_entity_nothing_else_names(store: GraphStore, group: GroupId) -> None:
+    alice, bob = entity(group, "Alice"), entity(group, "Bob", aliases=("bobby",))
+    ep1, ep2 = episode(group, "m1", "Alice here"), episode(group, "m2", "Bob says hi")
+    async with store.transaction() as tx:
+        for ep in (ep1, ep2):
+            await tx.insert_episode(ep, screened=False, embedding=None)
+        await tx.insert_entity(alice, None)
+        await tx.insert_entity(bob, None)
+        await tx.link_episode_entity(group, ep1.id, alice.id)
+        await tx.link_episode_entity(group, ep2.id, bob.id)
+    assert await store.delete_episode(group, ep2.id) == DeleteCounts(episodes=1, entities=1, facts=0)
+    assert [e.id for e in await store.get_entities(group, [alice.id, bob.id])] == [alice.id]
+    async with store.transaction() as tx:
+        assert await tx.entity_by_alias(group, "bobby") is None  # its aliases went with it
+
+
+async def test_delete_episode_of_another_group_deletes_nothing(
+    store: GraphStore, group: GroupId, other_group: GroupId
+) -> None:
+    g = await alice_graph(store, group)
+    assert await store.delete_episode(other_group, g["ep"].id) == DeleteCounts()  # type: ignore[attr-defined]
+    assert await store.count_episodes(group) == 1
+
+
+async def test_group_ids_lists_every_group_and_export_holds_every_row(
+    store: GraphStore, group: GroupId, other_group: GroupId
+) -> None:
+    g = await alice_graph(store, group)
+    await put(store, entities=[entity(other_group, "Zed")])
+    assert {group, other_group} <= set(await store.group_ids())
+    dump = await store.export_group(group)
+    assert [(e.id, s) for e, s, _ in dump.episodes] == [(g["ep"].id, False)]  # type: ignore[attr-defined]
+    assert sorted(e.id for e, _ in dump.entities) == sorted(
+        x.id for x in (g["alice"], g["acme"], g["berlin"], g["germany"], g["coffee"])  # type: ignore[attr-defined]
+    )
+    assert {f.id: f for f, _ in dump.facts} == {f.id: f for f in g["facts"]}  # type: ignore[attr-defined]
+    (alice_row,) = [(e, v) for e, v in dump.entities if e.id == g["alice"].id]  # type: ignore[attr-defined]
+    assert alice_row[0].aliases == ("alice", "ally")
+    assert float(np.dot(alice_row[1], vec("Alice"))) == pytest.approx(1.0, abs=1e-5)
 
 
 async def test_groups_never_see_each_others_facts(store: GraphStore, group: GroupId, other_group: GroupId) -> None:

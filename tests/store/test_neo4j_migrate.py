@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.errors import MnemobusError
 from mnemobus.groups import GroupId
 from mnemobus.migrate import migrate
 from mnemobus.store.neo4j import Neo4jStore
@@ -57,10 +56,6 @@ async def test_migrate_run_twice_copies_nothing_twice(
         await lite.close()
 
 
-@pytest.mark.xfail(
-    raises=MnemobusError, strict=False,
-    reason="SqliteStore has no group_ids()/export_group() yet (the Exportable protocol in mnemobus/migrate.py)",
-)
 async def test_migrate_round_trips_sqlite_to_neo4j_and_back(
     tmp_path: Path, neo4j_uri: str, new_group: Callable[[str], GroupId]
 ) -> None:

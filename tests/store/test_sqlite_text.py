@@ -1,0 +1,59 @@
+"""SqliteStore text search: the two ways of applying the group inside FTS5 give the same answers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from mnemobus.groups import GroupId
+from mnemobus.store import sqlite as backend
+from mnemobus.store.model import Entity, Fact
+from mnemobus.store.sqlite import SqliteStore
+
+pytestmark = pytest.mark.anyio
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _rows(group: GroupId, n: int) -> tuple[list[tuple[Entity, None]], list[tuple[Fact, None]]]:
+    people = [Entity(id=f"{group}:p{i}", group_id=group, name=f"Person{i}", canonical_name=f"person{i}")
+              for i in range(3)]
+    facts = [
+        (Fact(id=f"{group}:f{i}", group_id=group, subject_id=people[i % 3].id, object_id=people[(i + 1) % 3].id,
+              subject_name=people[i % 3].name, object_name=people[(i + 1) % 3].name, relation="knows",
+              edge_type="semantic", fact=f"{people[i % 3].name} knows coffee " + "tea " * (i % 4),
+              confidence=0.9, valid_at=T0, invalid_at=None, created_at=T0), None)
+        for i in range(n)
+    ]
+    return [(p, None) for p in people], facts
+
+
+async def test_group_token_and_join_filter_rank_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = SqliteStore(tmp_path / "t.sqlite3")
+    await store.open()
+    try:
+        for group in (GroupId("user_a"), GroupId("user_b")):
+            store.bulk_load_sync(*_rows(group, 40))
+        by_join = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
+        monkeypatch.setattr(backend, "FTS_TERMS_ONLY_MAX_ROWS", 0)  # every search now narrows by group token
+        by_token = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
+    finally:
+        await store.close()
+    assert [h.id for h in by_join] == [h.id for h in by_token]
+    assert len(by_join) == 10 and all(h.id.startswith("user_a:") for h in by_join)
+
+
+async def test_terms_matching_nothing_give_no_hits(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "t.sqlite3")
+    await store.open()
+    try:
+        store.bulk_load_sync(*_rows(GroupId("user_a"), 5))
+        assert await store.search_facts_text(GroupId("user_a"), ["nowhere"], T0, 10) == []
+    finally:
+        await store.close()

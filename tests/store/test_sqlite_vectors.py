@@ -1,0 +1,76 @@
+"""VectorCache: exact scans for small groups, an IVF index for large ones, both fed from the SQLite file."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mnemobus.store.sqlite_vectors import VectorCache
+
+DIM = 32
+
+
+def _clustered(n: int, seed: int = 3) -> np.ndarray:
+    """Points around 40 topics, like sentence embeddings; unit length."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((40, DIM)).astype(np.float32)
+    rows = centres[rng.integers(0, 40, n)] + 0.3 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _db(path: Path, rows: np.ndarray, group: str = "g", start: int = 0) -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE IF NOT EXISTS facts(id TEXT PRIMARY KEY, group_id TEXT, embedding BLOB)")
+    conn.executemany("INSERT INTO facts VALUES (?,?,?)",
+                     [(f"f{start + i}", group, r.tobytes()) for i, r in enumerate(rows)])
+    conn.commit()
+    return conn
+
+
+def test_indexed_search_finds_what_an_exact_scan_finds_with_true_scores(tmp_path: Path) -> None:
+    rows = _clustered(3000)
+    conn = _db(tmp_path / "v.db", rows)
+    exact = VectorCache(DIM, 1 << 30, ann_min_rows=10**9)
+    indexed = VectorCache(DIM, 1 << 30, ann_min_rows=1000, background=False)
+    queries = _clustered(50, seed=9)
+    agree = 0
+    for q in queries:
+        want = exact.search(conn, "facts", "g", q, 10)
+        got = indexed.search(conn, "facts", "g", q, 10)
+        agree += len({i for i, _ in want} & {i for i, _ in got})
+        for i, score in got:
+            assert score == pytest.approx(float(rows[int(i[1:])] @ q), abs=1e-5)
+    assert indexed._mats[("facts", "g")].ann is not None
+    assert agree / (10 * len(queries)) >= 0.9
+
+
+def test_rows_written_after_the_index_was_built_are_found(tmp_path: Path) -> None:
+    rows = _clustered(2000)
+    conn = _db(tmp_path / "v.db", rows)
+    cache = VectorCache(DIM, 1 << 30, ann_min_rows=1000, background=False)
+    cache.search(conn, "facts", "g", rows[0], 5)
+    late = _clustered(1, seed=42)
+    _db(tmp_path / "v.db", late, start=len(rows)).close()
+    (top, score), *_ = cache.search(conn, "facts", "g", late[0], 5)
+    assert top == f"f{len(rows)}" and score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_background_build_leaves_exact_answers_until_it_is_ready(tmp_path: Path) -> None:
+    rows = _clustered(2000)
+    conn = _db(tmp_path / "v.db", rows)
+    cache = VectorCache(DIM, 1 << 30, ann_min_rows=1000)
+    first = cache.search(conn, "facts", "g", rows[7], 1)
+    cache.wait_for_indexes()
+    second = cache.search(conn, "facts", "g", rows[7], 1)
+    assert first[0][0] == second[0][0] == "f7" and cache._mats[("facts", "g")].ann is not None
+
+
+def test_small_groups_are_never_indexed(tmp_path: Path) -> None:
+    rows = _clustered(200)
+    conn = _db(tmp_path / "v.db", rows)
+    cache = VectorCache(DIM, 1 << 30, ann_min_rows=1000, background=False)
+    assert cache.search(conn, "facts", "g", rows[3], 1)[0][0] == "f3"
+    assert cache._mats[("facts", "g")].ann is None
