@@ -215,7 +215,9 @@ async def main() -> None:
             print(f"  done {label}: { {k: v for k, v in figures.items() if label in k} }", flush=True)
     figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
     print_table("mnemobus engine (SQLite, embedded)", figures)
-    path = write_results("bench_engine", figures, baseline="plain FTS5 BM25 query on the same facts, same group")
+    partial = bool(os.environ.get("BENCH_SIZES")) or os.environ.get("BENCH_SKIP_INGEST", "") not in ("", "0")
+    path = write_results("bench_engine", figures, baseline="plain FTS5 BM25 query on the same facts, same group",
+                         merge=partial)
     print(f"\nwritten to {path}")
 
 

@@ -196,8 +196,11 @@ async def main() -> int:
         print(f"{label:24}{results['sqlite'][key]:>12.1f}{results['neo4j'][key]:>12.1f}")
     if rss:
         print(f"neo4j RSS after the run: {rss / 2**20:.0f} MiB")
-    ok = results["neo4j"]["p99_ms"] <= 30.0 or args.facts < 100_000
-    print(f"goal neo4j recall p99 <= 30 ms at 100k facts: {'met' if ok else 'NOT met'}")
+    if args.facts < 100_000:
+        print("goal neo4j recall p99 <= 30 ms at 100k facts: not measured (run with --facts 100000)")
+    else:
+        print(f"goal neo4j recall p99 <= 30 ms at 100k facts: {'met' if results['neo4j']['p99_ms'] <= 30.0 else 'NOT met'}")
+    print(f"machine load (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         args.json.write_text(json.dumps({"facts": args.facts, "results": results}, indent=2))
     return 0

@@ -55,11 +55,16 @@ def summary_ms(samples_s: Sequence[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(ms), 3) if ms else float("nan")}
 
 
-def write_results(bench: str, figures: Mapping[str, Any], baseline: str) -> Path:
-    """bench/results/<bench>.json: a flat object of named figures plus `machine` and `baseline`."""
+def write_results(bench: str, figures: Mapping[str, Any], baseline: str, *, merge: bool = False) -> Path:
+    """bench/results/<bench>.json: a flat object of named figures plus `machine` and `baseline`.
+
+    merge=True keeps the figures of an earlier run that this run did not measure (a partial re-run).
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{bench}.json"
-    path.write_text(json.dumps({**figures, "machine": machine(), "baseline": baseline}, indent=2, sort_keys=True) + "\n")
+    earlier = json.loads(path.read_text()) if merge and path.exists() else {}
+    path.write_text(json.dumps({**earlier, **figures, "machine": machine(), "baseline": baseline}, indent=2,
+                               sort_keys=True) + "\n")
     return path
 
 

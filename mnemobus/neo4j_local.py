@@ -53,6 +53,11 @@ JVM_OPENS = (
 )
 
 
+# For a server that lives seconds (fault tests): the client JIT only and the serial
+# collector spend less of two cores on compiling and GC threads during start-up.
+QUICK_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompilerCount=1")
+
+
 class LocalNeo4jError(RuntimeError):
     """The local Neo4j could not be fetched, started or reached; the message says why."""
 
@@ -171,8 +176,10 @@ class LocalNeo4j:
         pagecache: str = "256m",
         startup_timeout_s: float = 120.0,
         keep_home: bool = False,
+        jvm_options: tuple[str, ...] = (),
     ) -> None:
         self._lib = lib
+        self.jvm_options = tuple(jvm_options)
         self._home_arg = home
         self._port_arg = port
         self.heap = heap
@@ -280,18 +287,25 @@ class LocalNeo4j:
         )
         return home
 
-    def _launch(self, java: str, lib: Path, bolt_port: int) -> None:
-        home = self._layout(lib, bolt_port)
-        self.port = bolt_port
-        cmd = [
+    def command(self, java: str, home: Path) -> list[str]:
+        """The java command line that runs the server in `home` (extra JVM options last, before the entry point)."""
+        own_gc = any(o.startswith("-XX:+Use") and o.endswith("GC") for o in self.jvm_options)
+        return [
             java,
             "-cp", f"{home / 'conf'}/*:{home / 'lib'}/*",
             f"-Xms{self.heap}", f"-Xmx{self.heap}",
-            "-XX:+UseG1GC", "-XX:-OmitStackTraceInFastThrow", "-Dfile.encoding=UTF-8",
+            *(() if own_gc else ("-XX:+UseG1GC",)),  # two collectors on one command line: the JVM refuses to start
+            "-XX:-OmitStackTraceInFastThrow", "-Dfile.encoding=UTF-8",
             *JVM_OPENS,
+            *self.jvm_options,
             ENTRY_POINT,
             f"--home-dir={home}", f"--config-dir={home / 'conf'}", "--console-mode",
         ]
+
+    def _launch(self, java: str, lib: Path, bolt_port: int) -> None:
+        home = self._layout(lib, bolt_port)
+        self.port = bolt_port
+        cmd = self.command(java, home)
         log = open(home / "logs" / "console.log", "ab")  # noqa: SIM115 - closed in _terminate
         self._log_fh = log
         # own session: a Ctrl-C in the terminal reaches us, and we stop the server in order

@@ -26,3 +26,16 @@ def test_nothing_listening_is_not_taken_for_bolt() -> None:
     from mnemobus.neo4j_local import free_port
 
     assert bolt_handshake("127.0.0.1", free_port(), timeout_s=0.5) is False
+
+
+def test_quick_start_options_replace_the_default_collector(tmp_path: Path) -> None:
+    """Two collectors on one java command line make the JVM refuse to start."""
+    from mnemobus.neo4j_local import QUICK_START_JVM
+
+    def collectors(cmd: list[str]) -> list[str]:
+        return [a for a in cmd if a.startswith("-XX:+Use") and a.endswith("GC")]
+
+    assert collectors(LocalNeo4j().command("java", tmp_path)) == ["-XX:+UseG1GC"]
+    quick = LocalNeo4j(jvm_options=QUICK_START_JVM).command("java", tmp_path)
+    assert collectors(quick) == ["-XX:+UseSerialGC"]
+    assert quick.index("-XX:TieredStopAtLevel=1") < quick.index("org.neo4j.server.CommunityEntryPoint")

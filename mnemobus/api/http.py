@@ -51,7 +51,9 @@ def create_app(service: MemoryService) -> FastAPI:
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong API key",
                                 headers={"WWW-Authenticate": "Bearer"})
 
-    app = FastAPI(title="mnemobus memory API", version=__version__,
+    # No Swagger/ReDoc pages: they load their scripts from a CDN, which a memory service on a
+    # closed network cannot reach; /openapi.json is the contract and works offline.
+    app = FastAPI(title="mnemobus memory API", version=__version__, docs_url=None, redoc_url=None,
                   description="Graphiti-compatible REST API over the mnemobus memory service.")
     guarded = [Depends(require_key)]
 

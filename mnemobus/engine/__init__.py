@@ -130,7 +130,7 @@ def build_store(settings: Settings, dim: int) -> GraphStore:
 
 async def open_engine(settings: Settings) -> MemoryEngine:
     emb = settings.memory.embedding
-    embedder = make_embedder(emb.provider, emb.model)
+    embedder = make_embedder(emb.provider, emb.model, emb.cache_dir)
     store = build_store(settings, embedder.dim)
     await store.open()
     return MemoryEngine(store, OfflineExtractor(), embedder)

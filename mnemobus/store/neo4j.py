@@ -11,13 +11,19 @@ Why the choices:
 - Only parameters reach the server; user text that goes into a Lucene query is
   escaped term by term. No Cypher is built from data.
 - Vectors are plain float lists: Bolt 6 vector types do not exist on 5.26.
-- Vector candidates come from the HNSW index when the group is large and from an
-  exact in-group scan otherwise, so small groups (the common case) get exactly the
-  answers the embedded store gives, and large ones stay fast.
-- Reads run in managed transactions (retried by the driver on transient errors);
-  an episode's writes go through one explicit transaction that the engine drives
-  (it reads its own writes while resolving entities), committed at the end or
-  rolled back, so nothing is acknowledged before it is stored.
+- Vector candidates come from an exact in-group scan when the group is small (the
+  common case: exactly the answers the embedded store gives) and from the HNSW index,
+  over-fetched in proportion to the group's share of it, when the group is large.
+- Every candidate query is bounded by an index: Lucene with a limit, HNSW with a
+  bounded k, graph hops from id-indexed entities with a per-hop LIMIT. Results never
+  carry the 3 KiB embeddings, and times travel as epoch microseconds (decoding
+  driver DateTime objects cost more than the queries).
+- Reads are single auto-commit queries (one round trip; a managed transaction needs
+  two), retried here on transient errors since reads are idempotent.
+- An episode's writes go through one explicit transaction that the engine drives;
+  they are queued and sent as one UNWIND statement at commit, or earlier when a read
+  in the same transaction could see them (see _Neo4jWriteTxn). Nothing is
+  acknowledged before it is stored.
 - Neo4j older than 5.18 is refused at open: relationship vector indexes and
   ``vector.similarity.cosine`` arrived in 5.18.
 """
@@ -34,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import numpy as np
-from neo4j import READ_ACCESS, WRITE_ACCESS, AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, AsyncTransaction
+from neo4j import READ_ACCESS, WRITE_ACCESS, AsyncDriver, NotificationMinimumSeverity, AsyncGraphDatabase, AsyncManagedTransaction, AsyncTransaction
 from neo4j import exceptions as nx
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
@@ -45,7 +51,10 @@ from mnemobus.store.model import EdgeType, Entity, Episode, Fact
 
 MIN_VERSION = (5, 18)
 EMBEDDING_DIM = 384
-ANN_OVERSAMPLE = 10
+ANN_OVERSAMPLE = 3  # neighbours asked per result wanted, after scaling by the group's share of the index
+ANN_MAX = 10_000
+EXACT_SCAN_MAX = 2_000  # groups up to this many vectors are scanned exactly (a few ms)
+SHARE_TTL_S = 60.0
 
 T = TypeVar("T")
 
@@ -227,10 +236,6 @@ _E = _proj("e", _ENTITY_PROPS)
 _N_ENTITY = _proj("n", _ENTITY_PROPS)
 _N_EPISODE = _proj("n", _EPISODE_FIELDS)
 _FACT_RETURN = f"{_R} AS r, s.name AS sn, o.name AS on"
-_EPISODE_PROPS = (
-    "id", "group_id", "content", "role", "source_message_id", "reference_time", "response",
-    "agent_id", "platform", "channel_id", "created_at",
-)
 
 
 def _episode_params(e: Episode, screened: bool, embedding: Vector | None) -> dict[str, Any]:
@@ -484,7 +489,12 @@ class Neo4jStore:
         database: str | None = None,
         connect_timeout_s: float = 30.0,
         max_retry_time_s: float = 5.0,
+        ensure_schema: bool = True,
     ) -> None:
+        """`ensure_schema=False` skips creating constraints and indexes at open: for a database whose
+        schema an administrator manages (the connecting user may lack schema rights), and for
+        throw-away servers in fault tests, where creating 14 indexes is most of the set-up time."""
+        self.ensure_schema = ensure_schema
         self.uri = uri
         self._auth = (user, password or "") if user else None
         self.database = database
@@ -492,6 +502,7 @@ class Neo4jStore:
         self.max_retry_time_s = max_retry_time_s
         self._driver: AsyncDriver | None = None
         self._write_lock = asyncio.Lock()
+        self._shares: dict[tuple[str, str], tuple[float, int, int]] = {}
         self.server_version: tuple[int, ...] = ()
 
     @classmethod
@@ -509,6 +520,11 @@ class Neo4jStore:
         driver = AsyncGraphDatabase.driver(
             self.uri, auth=self._auth, max_transaction_retry_time=self.max_retry_time_s,
             connection_acquisition_timeout=10.0, connection_timeout=5.0,
+            # no server notifications: they are advice for people writing queries at a console
+            # (the `CALL { WITH x ... }` form is deprecated from 5.23 but is the only one 5.18-5.22
+            # accept; "property key does not exist" fires on every query of a young database),
+            # and the driver logs each one as a warning, on the hot path
+            notifications_min_severity=NotificationMinimumSeverity.OFF,
         )
         deadline = time.monotonic() + self.connect_timeout_s
         delay = 0.2
@@ -532,7 +548,8 @@ class Neo4jStore:
             delay = min(delay * 2, 5.0)
         try:
             await self._check_version(driver)
-            await self._ensure_schema(driver)
+            if self.ensure_schema:
+                await self._ensure_schema(driver)
         except BaseException:
             await driver.close()
             raise
@@ -770,9 +787,24 @@ class Neo4jStore:
                 return [Hit(i, float(sc)) for i, sc in hits]
             fetch *= 10
 
-    async def _group_size(self, label_query: str, group_id: GroupId) -> int:
-        rows = await self._q(label_query, g=group_id)
-        return int(rows[0]["c"])
+    async def _group_share(self, kind: str, count_q: str, total_q: str, group_id: GroupId) -> tuple[int, int]:
+        """(rows of the group, rows of the store) in one vector index, cached for SHARE_TTL_S.
+
+        Why: the vector index spans every group, so how many neighbours to ask it for
+        depends on the group's share of it. Counting is index-backed but not free, and
+        the share moves slowly, so a minute-old figure is good enough to size a fetch.
+        """
+        key = (kind, group_id)
+        now = time.monotonic()
+        hit = self._shares.get(key)
+        if hit is not None and now - hit[0] < SHARE_TTL_S:
+            return hit[1], hit[2]
+        rows = await self._q(f"CALL {{ {count_q} }} CALL {{ {total_q} }} RETURN c, t", g=group_id)
+        share = (int(rows[0]["c"]), int(rows[0]["t"]))
+        if len(self._shares) > 10_000:
+            self._shares.clear()
+        self._shares[key] = (now, *share)
+        return share
 
     async def search_facts_vector(self, group_id: GroupId, vector: Vector, as_of: datetime, limit: int) -> list[Hit]:
         params = {"g": group_id, "v": _vec(vector), "as_of": _utc(as_of), "k": int(limit)}
@@ -786,20 +818,35 @@ class Neo4jStore:
             "WHERE r.group_id = $g AND " + _VALID + " WITH r ORDER BY score DESC LIMIT $k2 "
             "WITH r, vector.similarity.cosine(r.embedding, $v) AS s RETURN r.id AS id, s ORDER BY s DESC, r.id LIMIT $k"
         )
-        return await self._vector_search(exact, ann, params, "MATCH ()-[r:FACT {group_id: $g}]->() RETURN count(r) AS c")
+        return await self._vector_search(
+            "fact", exact, ann, params,
+            "MATCH ()-[r:FACT {group_id: $g}]->() RETURN count(r) AS c",
+            "MATCH ()-[r:FACT]->() RETURN count(r) AS t",
+        )
 
-    async def _vector_search(self, exact: str, ann: str, params: dict[str, Any], count_q: str) -> list[Hit]:
-        """ANN first, over-fetched because other groups' rows share the index; when it finds too few of the
-        group's rows (a small group in a big store), scan the group exactly instead.
+    async def _vector_search(
+        self, kind: str, exact: str, ann: str, params: dict[str, Any], count_q: str, total_q: str
+    ) -> list[Hit]:
+        """Bounded nearest-neighbour search inside one group.
 
-        Only the best 2k of the index's (possibly quantized) scores are rescored exactly: reading every
-        candidate's 3 KiB embedding back was the slowest part of a recall at 100k facts.
+        A small group is scanned exactly (cheap, and exactly the embedded store's
+        answer). A large one asks the shared HNSW index for k neighbours scaled
+        by the inverse of the group's share, so about 3k of them are the group's;
+        if filtering still leaves fewer than k, the exact scan answers instead.
+        Only the best 2k of the index's (possibly quantized) scores are rescored
+        exactly: reading every candidate's 3 KiB embedding back was the slowest
+        part of a recall at 100k facts.
         """
         k = params["k"]
         if k <= 0:
             return []
-        rows = await self._q(ann, n=min(max(k * ANN_OVERSAMPLE, 100), 10_000), k2=2 * k, **params)
-        if len(rows) < k:  # the group holds few of the store's vectors: an exact in-group scan is cheap
+        in_group, total = await self._group_share(kind, count_q, total_q, params["g"])
+        if in_group <= EXACT_SCAN_MAX:
+            rows = await self._q(exact, **params)
+            return [Hit(r["id"], _cos(r["s"])) for r in rows]
+        n = min(ANN_MAX, max(ANN_OVERSAMPLE * k * total // max(in_group, 1), 50))
+        rows = await self._q(ann, n=n, k2=2 * k, **params)
+        if len(rows) < k:
             rows = await self._q(exact, **params)
         return [Hit(r["id"], _cos(r["s"])) for r in rows]
 
@@ -826,7 +873,10 @@ class Neo4jStore:
             "WHERE n.group_id = $g WITH n ORDER BY score DESC LIMIT $k2 "
             "WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"
         )
-        return await self._vector_search(exact, ann, params, "MATCH (n:Entity {group_id: $g}) RETURN count(n) AS c")
+        return await self._vector_search(
+            "entity", exact, ann, params,
+            "MATCH (n:Entity {group_id: $g}) RETURN count(n) AS c", "MATCH (n:Entity) RETURN count(n) AS t",
+        )
 
     async def search_episodes_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
         q = lucene_terms(terms)
@@ -851,7 +901,10 @@ class Neo4jStore:
             "WHERE n.group_id = $g WITH n ORDER BY score DESC LIMIT $k2 "
             "WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"
         )
-        return await self._vector_search(exact, ann, params, "MATCH (n:Episode {group_id: $g}) RETURN count(n) AS c")
+        return await self._vector_search(
+            "episode", exact, ann, params,
+            "MATCH (n:Episode {group_id: $g}) RETURN count(n) AS c", "MATCH (n:Episode) RETURN count(n) AS t",
+        )
 
     async def neighbourhood(
         self,
@@ -876,9 +929,12 @@ class Neo4jStore:
                 "UNWIND $front AS eid MATCH (a:Entity {id: eid, group_id: $g})-[r:FACT {group_id: $g}]-(b:Entity) "
                 f"WHERE {_VALID} AND ($rels IS NULL OR r.relation IN $rels) "
                 "AND ($types IS NULL OR r.edge_type IN $types) AND NOT r.id IN $seen "
-                "WITH DISTINCT r, startNode(r) AS s, endNode(r) AS o "
-                f"RETURN {_FACT_RETURN} ORDER BY r.confidence DESC, r.id LIMIT $k",
-                front=frontier, g=group_id, k=int(limit) * 4, as_of=_utc(as_of), seen=sorted(seen_facts),
+                "WITH DISTINCT r ORDER BY r.confidence DESC, r.id LIMIT $k "
+                "WITH r, startNode(r) AS s, endNode(r) AS o "
+                f"RETURN {_FACT_RETURN} ORDER BY r.confidence DESC, r.id",
+                # only what can still be returned: if this hop fills the limit the walk ends here,
+                # and otherwise every fact of the hop is returned and expands the frontier
+                front=frontier, g=group_id, k=int(limit) - len(out), as_of=_utc(as_of), seen=sorted(seen_facts),
                 rels=list(relations) if relations is not None else None,
                 types=list(edge_types) if edge_types is not None else None,
             )

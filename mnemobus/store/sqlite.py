@@ -67,6 +67,10 @@ CREATE TABLE IF NOT EXISTS facts(
 CREATE INDEX IF NOT EXISTS facts_group ON facts(group_id);
 CREATE INDEX IF NOT EXISTS facts_subject ON facts(subject_id, relation);
 CREATE INDEX IF NOT EXISTS facts_object ON facts(object_id);
+CREATE INDEX IF NOT EXISTS facts_walk_subject ON facts(
+  subject_id, group_id, valid_at, invalid_at, confidence, relation, edge_type, id, object_id);
+CREATE INDEX IF NOT EXISTS facts_walk_object ON facts(
+  object_id, group_id, valid_at, invalid_at, confidence, relation, edge_type, id, subject_id);
 CREATE TABLE IF NOT EXISTS fact_sources(
   fact_id TEXT NOT NULL, episode_id TEXT NOT NULL, source_message_id TEXT NOT NULL,
   PRIMARY KEY(fact_id, episode_id)) WITHOUT ROWID;
@@ -247,6 +251,7 @@ class SqliteStore:
         self._writer: sqlite3.Connection | None = None
         self._write_lock = anyio.Lock()
         self._local = threading.local()
+        self._identity = object()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._pending_retrievals: dict[str, int] = {}
@@ -271,11 +276,12 @@ class SqliteStore:
         if self._closed:
             raise StoreUnavailable("sqlite store is closed")
         conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "owner", None) is not self:
+        # owned by the store's state, not the Python object: run_reads' views share it and its connections
+        if conn is None or getattr(self._local, "owner", None) is not self._identity:
             conn = self._connect()
             conn.execute("PRAGMA query_only=1")
             self._local.conn = conn
-            self._local.owner = self
+            self._local.owner = self._identity
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
@@ -710,36 +716,47 @@ class SqliteStore:
         def q(c: sqlite3.Connection) -> list[FactHop]:
             seen_entities = set(entity_ids)
             frontier = list(dict.fromkeys(entity_ids))
-            out: list[FactHop] = []
+            picked: list[tuple[int, int]] = []  # (rowid, hop)
             seen_facts: set[str] = set()
             for hop in range(1, max_hops + 1):
-                if not frontier or len(out) >= limit:
+                if not frontier or len(picked) >= limit:
                     break
                 marks = ",".join("?" * len(frontier))
+                # the walk reads only narrow columns; full rows (names, provenance) are built for the picked few.
                 # two indexed lookups (subject side, object side) rather than an OR the planner may scan for
+                # each side answered from its covering index alone: fact rows carry their embedding and are
+                # fat, so touching the table for every candidate edge was most of a recall's time at 100k facts
+                valid = " AND f.group_id = ? AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)"
+                side = "SELECT f.rowid, f.id, f.subject_id, f.object_id, f.confidence FROM facts f INDEXED BY"
                 rows = c.execute(
-                    f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.rowid IN ("
-                    f" SELECT rowid FROM facts INDEXED BY facts_subject WHERE subject_id IN ({marks})"
-                    f" UNION SELECT rowid FROM facts INDEXED BY facts_object WHERE object_id IN ({marks}))"
-                    " AND +f.group_id = ?"
-                    " AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)"
-                    f"{filters} ORDER BY f.confidence DESC, f.id LIMIT ?",
-                    (*frontier, *frontier, group_id, t, t, *extra, limit * 4),
+                    f"{side} facts_walk_subject WHERE f.subject_id IN ({marks}){valid}{filters}"
+                    f" UNION {side} facts_walk_object WHERE f.object_id IN ({marks}){valid}{filters}"
+                    " ORDER BY 5 DESC, 2 LIMIT ?",
+                    (*frontier, group_id, t, t, *extra, *frontier, group_id, t, t, *extra, limit * 4),
                 ).fetchall()
                 nxt: list[str] = []
-                for row in rows:
-                    fact = _fact(row)
-                    if fact.id in seen_facts:
+                for rowid, fact_id, subject_id, object_id, _ in rows:
+                    if fact_id in seen_facts:
                         continue
-                    seen_facts.add(fact.id)
-                    if len(out) < limit:
-                        out.append(FactHop(fact, hop))
-                    for eid in (fact.subject_id, fact.object_id):
+                    seen_facts.add(fact_id)
+                    if len(picked) < limit:
+                        picked.append((rowid, hop))
+                    for eid in (subject_id, object_id):
                         if eid not in seen_entities:
                             seen_entities.add(eid)
                             nxt.append(eid)
                 frontier = nxt
-            return out
+            if not picked:
+                return []
+            marks = ",".join("?" * len(picked))
+            full = {
+                r[0]: _fact(r[1:])
+                for r in c.execute(
+                    f"SELECT f.rowid, {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.rowid IN ({marks})",
+                    [rowid for rowid, _ in picked],
+                )
+            }
+            return [FactHop(full[rowid], hop) for rowid, hop in picked if rowid in full]
 
         return await self._read(q)
 

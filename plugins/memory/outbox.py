@@ -20,6 +20,7 @@ class EpisodeOutbox:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._closed = False
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a parked episode must survive a power cut
@@ -33,19 +34,27 @@ class EpisodeOutbox:
 
     def pending(self, limit: int = 100) -> list[tuple[str, str, bytes]]:
         with self._lock:
+            if self._closed:  # the republish loop may still be finishing its last round
+                return []
             return self._db.execute("SELECT msg_id, subject, data FROM outbox ORDER BY parked_at LIMIT ?",
                                     (limit,)).fetchall()
 
     def delivered(self, msg_id: str) -> None:
         with self._lock:
+            if self._closed:
+                return
             self._db.execute("DELETE FROM outbox WHERE msg_id = ?", (msg_id,))
 
     def failed_again(self, msg_id: str) -> None:
         with self._lock:
+            if self._closed:
+                return
             self._db.execute("UPDATE outbox SET attempts = attempts + 1 WHERE msg_id = ?", (msg_id,))
 
     def depth(self) -> int:
         with self._lock:
+            if self._closed:
+                return 0
             return int(self._db.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
     def oldest_age_s(self) -> float:
@@ -55,4 +64,5 @@ class EpisodeOutbox:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()

@@ -64,3 +64,9 @@ def test_bm25_returns_nothing_for_a_term_no_document_has() -> None:
 
 def test_session_time_parses_locomo_dates() -> None:
     assert session_time("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
+
+
+def test_fts5_match_quotes_every_word_so_none_is_an_operator() -> None:
+    from bench.bench_locomo import fts5_match
+
+    assert fts5_match(["or", "not", 'say"hi', "or"]) == '"or" OR "not" OR "say""hi"'

@@ -77,3 +77,14 @@ async def test_a_closed_store_fails_every_slot_as_unavailable(store: SqliteStore
     await store.close()
     results = await store.run_transactions([_insert("m1"), _insert("m2")])
     assert [type(r) for r in results] == [StoreUnavailable, StoreUnavailable]
+
+
+async def test_reads_in_one_hop_reuse_the_threads_reader_connections(store: SqliteStore) -> None:
+    """Each run_reads view must share the store's per-thread connections, never open its own."""
+
+    async def reads(view: GraphStore) -> int:
+        return await view.count_episodes(G)
+
+    for _ in range(50):
+        await store.run_reads(reads)
+    assert 1 <= len(store._readers) <= 41  # at most one per worker thread (anyio's default limit is 40)
