@@ -13,8 +13,10 @@ creates it) and the Neo4j jars (`make neo4j-jars`).
   embed queries with that same model code (Graphiti through an EmbedderClient wrapping it,
   bench/graphiti_side.py). No LLM anywhere: nothing is extracted, the graph is given.
 - mnemobus: SqliteStore.bulk_load_sync (entities, facts with vectors) plus the episodes
-  through the store's transaction API; queries through MemoryEngine.recall (recipe
-  `hybrid`: full-text + vector + graph walk, RRF, weighting; max_facts=10, max_episodes=0).
+  through the store's transaction API; queries through MemoryEngine.recall (max_facts=10,
+  max_episodes=0) with each recipe in MNEMOBUS_RECIPES (default `hybrid` = full-text + vector +
+  graph walk, then `text`), each on the same store with retrieval counts reset to zero first
+  (recall boosts facts it returned before, which would let one recipe's run tilt the next).
 - Graphiti (graphiti-core 0.31, its own venv): EntityNode / EntityEdge / EpisodicNode
   objects written by graphiti-core's bulk writer into a local Neo4j 5.26 (mnemobus.neo4j_local),
   queries through `Graphiti.search_` with EDGE_HYBRID_SEARCH_RRF (BM25 + cosine, RRF, no
@@ -26,6 +28,7 @@ creates it) and the Neo4j jars (`make neo4j-jars`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import random
@@ -46,6 +49,7 @@ from common import machine, peak_rss_mb, percentile, print_table, quick, write_r
 BENCH_DIR = Path(__file__).resolve().parent
 GRAPHITI_PY = BENCH_DIR / ".venv-graphiti" / "bin" / "python"
 K = 10
+RECIPES = os.environ.get("MNEMOBUS_RECIPES", "hybrid,text").split(",")  # the first is the headline
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 FIRST = """Ana Ben Carla Dmitri Elena Farid Greta Hiro Ines Jonas Kamala Lars Mei Nikolai Olga Pablo Quinn Rosa
@@ -118,7 +122,9 @@ def embed_corpus(corpus: dict, cache: Path) -> tuple[np.ndarray, np.ndarray]:
     """Names and fact sentences through the local model once; cached by content so reruns skip it."""
     from mnemobus.engine.embed import LocalOnnxEmbedder
 
-    key = f"{len(corpus['entities'])}_{len(corpus['facts'])}_{hash(corpus['facts'][-1]['fact']) & 0xffffffff:x}"
+    digest = hashlib.sha256("\n".join(e["name"] for e in corpus["entities"]).encode())
+    digest.update("\n".join(f["fact"] for f in corpus["facts"]).encode())
+    key = f"{len(corpus['entities'])}_{len(corpus['facts'])}_{digest.hexdigest()[:12]}"
     ent_path, fact_path = cache / f"gbench_ent_{key}.npy", cache / f"gbench_fact_{key}.npy"
     if ent_path.exists() and fact_path.exists():
         return np.load(ent_path), np.load(fact_path)
@@ -132,6 +138,11 @@ def embed_corpus(corpus: dict, cache: Path) -> tuple[np.ndarray, np.ndarray]:
     np.save(ent_path, ent)
     np.save(fact_path, fact)
     return ent, fact
+
+
+def reset_retrieval_counts(store) -> None:
+    store._flush_retrievals()
+    store._writer_conn().execute("UPDATE facts SET retrieval_count = 0")
 
 
 def recall_of(retrieved: list[list[str]], queries: list[dict], k: int) -> float:
@@ -176,22 +187,27 @@ async def run_mnemobus(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray
     emb.embed(["warm up"])
     engine = MemoryEngine(store, embedder=emb)
     queries = corpus["queries"]
+    out = {}
+    for recipe in RECIPES:
+        def ask(q: dict, recipe: str = recipe) -> RecallQuery:
+            return RecallQuery(q["text"], (GroupId(q["group"]),), as_of=NOW, max_facts=K, max_episodes=0,
+                               recipe=recipe)
 
-    def ask(q: dict) -> RecallQuery:
-        return RecallQuery(q["text"], (GroupId(q["group"]),), as_of=NOW, max_facts=K, max_episodes=0, recipe="hybrid")
-
-    for q in queries[:warmup]:
-        await engine.recall(ask(q))
-    lat, retrieved = [], []
-    load0 = os.getloadavg()[0]
-    for q in queries:
-        t = time.perf_counter()
-        res = await engine.recall(ask(q))
-        lat.append(time.perf_counter() - t)
-        retrieved.append([sf.fact.id for sf in res.facts])
-    load = round((load0 + os.getloadavg()[0]) / 2, 2)
+        for q in queries[:warmup]:
+            await engine.recall(ask(q))
+        reset_retrieval_counts(store)  # recall boosts what it returned before; every recipe starts clean
+        lat, retrieved = [], []
+        load0 = os.getloadavg()[0]
+        for q in queries:
+            t = time.perf_counter()
+            res = await engine.recall(ask(q))
+            lat.append(time.perf_counter() - t)
+            retrieved.append([sf.fact.id for sf in res.facts])
+        load = round((load0 + os.getloadavg()[0]) / 2, 2)
+        out[f"mnemobus_{recipe}"] = {"latencies_s": lat, "retrieved": retrieved, "load_s": round(load_s, 2),
+                                     "load": load}
     await engine.close()
-    return {"latencies_s": lat, "retrieved": retrieved, "load_s": round(load_s, 2), "load": load}
+    return out
 
 
 def run_graphiti(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray, root: Path, warmup: int) -> dict:
@@ -232,7 +248,7 @@ async def main() -> None:
         figures[f"{label}_groups"] = n_groups
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
             root = Path(tmp)
-            results = {"mnemobus": await run_mnemobus(corpus, ent_vecs, fact_vecs, root, warmup)}
+            results = await run_mnemobus(corpus, ent_vecs, fact_vecs, root, warmup)
             print(f"  {label}: mnemobus done", flush=True)
             try:
                 results["graphiti"] = run_graphiti(corpus, ent_vecs, fact_vecs, root, warmup)
@@ -255,10 +271,14 @@ async def main() -> None:
                 figures[f"{label}_graphiti_first_error"] = g["errors"][0]
             figures[f"{label}_graphiti_edges_in_neo4j"] = g.get("edges_in_neo4j")
             figures[f"{label}_neo4j_rss_mb"] = g.get("neo4j_rss_mb")
-            for q in (50, 95, 99):
-                m = figures[f"{label}_mnemobus_p{q}_ms"]
-                figures[f"{label}_ratio_p{q}_graphiti_over_mnemobus"] = round(figures[f"{label}_graphiti_p{q}_ms"] / m, 2)
-    figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
+            for recipe in RECIPES:
+                for q in (50, 95, 99):
+                    m = figures[f"{label}_mnemobus_{recipe}_p{q}_ms"]
+                    figures[f"{label}_ratio_p{q}_graphiti_over_mnemobus_{recipe}"] = round(
+                        figures[f"{label}_graphiti_p{q}_ms"] / m, 2)
+    # VmHWM of this process (the mnemobus half); getrusage's ru_maxrss gave an implausible 55 GB here once
+    hwm = [ln.split()[1] for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("VmHWM")]
+    figures["mnemobus_process_peak_rss_mb"] = round(int(hwm[0]) / 1024, 1) if hwm else round(peak_rss_mb(), 1)
     print_table("Graphiti vs mnemobus: search latency and evidence recall (same graph, same queries)",
                 {k: v for k, v in figures.items() if not (isinstance(v, str) and len(v) > 60)})
     for k, v in figures.items():

@@ -47,11 +47,15 @@ async def _group_facts(
     store: GraphStore, group: GroupId, terms: list[str], vector: np.ndarray | None, as_of: datetime, recipe: Recipe
 ) -> dict[str, float]:
     rankings: list[list[str]] = []
+    weights: list[float] = []
     n = recipe.candidates
     if "text" in recipe.fact_methods and terms:
         rankings.append(_ids(await store.search_facts_text(group, terms, as_of, n)))
+        weights.append(recipe.text_weight)
     if "vector" in recipe.fact_methods and vector is not None:
-        rankings.append(_ids(await store.search_facts_vector(group, vector, as_of, n)))
+        hits = await store.search_facts_vector(group, vector, as_of, n)
+        rankings.append([h.id for h in hits if h.score >= recipe.min_fact_similarity])
+        weights.append(recipe.vector_weight)
     if "graph" in recipe.fact_methods:
         seeds: list[list[str]] = []
         if terms:
@@ -62,21 +66,28 @@ async def _group_facts(
         seed_ids = sorted(fused_seeds, key=lambda i: -fused_seeds[i])[: recipe.seed_entities]
         if seed_ids:
             walked = await store.neighbourhood(group, seed_ids, as_of=as_of, max_hops=recipe.max_hops, limit=n)
-            rankings.append([fh.fact.id for fh in sorted(walked, key=lambda fh: (fh.hop, -fh.fact.confidence))])
-    return rrf(rankings, recipe.rrf_k)
+            # within a hop, facts the query itself ranked high come first: the walk's order follows the query
+            direct = rrf(rankings, recipe.rrf_k, weights)
+            rankings.append([fh.fact.id for fh in sorted(
+                walked, key=lambda fh: (fh.hop, -direct.get(fh.fact.id, 0.0), -fh.fact.confidence))])
+            weights.append(recipe.graph_weight)
+    return rrf(rankings, recipe.rrf_k, weights)
 
 
 async def _group_episodes(
     store: GraphStore, group: GroupId, terms: list[str], vector: np.ndarray | None, recipe: Recipe, limit: int
 ) -> dict[str, float]:
     rankings: list[list[str]] = []
+    weights: list[float] = []
     n = max(limit * 3, 10)
     if "text" in recipe.episode_methods and terms:
         rankings.append(_ids(await store.search_episodes_text(group, terms, n)))
+        weights.append(recipe.text_weight)
     if "vector" in recipe.episode_methods and vector is not None:
         hits = await store.search_episodes_vector(group, vector, n)
         rankings.append([h.id for h in hits if h.score >= recipe.min_episode_similarity])
-    return rrf(rankings, recipe.rrf_k)
+        weights.append(recipe.vector_weight)
+    return rrf(rankings, recipe.rrf_k, weights)
 
 
 async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuery) -> RecallResult:

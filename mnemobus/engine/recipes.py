@@ -15,7 +15,11 @@ class Recipe:
     candidates: int = 30  # per method and group, before fusion
     seed_entities: int = 5  # entities the graph walk starts from
     max_hops: int = 2
-    rrf_k: float = 60.0
+    rrf_k: float = 10.0  # small k: rank 1 and rank 10 differ by ~45%, so relevance outweighs age
+    text_weight: float = 1.0  # full-text is the strongest single signal on conversational data (LoCoMo bench)
+    vector_weight: float = 0.6
+    graph_weight: float = 0.5
+    min_fact_similarity: float = 0.2  # vector-only fact hits below this are noise
     decay_rate: float = 0.01  # per day: half-life of about 70 days
     min_confidence: float = 0.1  # decayed confidence below this is not recalled (but stays on disk)
     recency_rate: float = 0.01  # per day, in 1 / (1 + rate * age)
