@@ -179,7 +179,7 @@ class EpisodeWorker:
         self.processed += 1
         self.last_processed_at = datetime.now(timezone.utc)
         self.metrics.episodes_stored.labels(created=str(outcome.created).lower()).inc()
-        if self.echo:
+        if self.echo and not episode.group_id.startswith("worldstate-"):  # the poller's canaries stay quiet
             self.echo(f"[worker] stored episode {episode.id[:8]} in {episode.group_id}"
                       f" ({outcome.facts_added} new fact(s), {outcome.facts_reinforced} reinforced,"
                       f" {outcome.facts_invalidated} invalidated)" if outcome.created else

@@ -25,6 +25,16 @@ from mnemobus.errors import MnemobusError
 log = logging.getLogger("mnemobus.bus.server")
 
 
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM when we die, even by kill -9, so no orphan keeps the port and store."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() still ends the server on every orderly exit
+
+
 class NatsServerError(MnemobusError):
     """The embedded nats-server could not be found or did not start."""
 
@@ -89,7 +99,8 @@ class EmbeddedNatsServer:
             conf = ports_dir / "nats.conf"
             conf.write_text(f"max_payload: {int(self.max_payload)}\n")
             args += ["-c", str(conf)]
-        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      preexec_fn=_die_with_parent)
         ports_file = ports_dir / f"{binary.name}_{self._proc.pid}.ports"
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

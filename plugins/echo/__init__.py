@@ -42,4 +42,7 @@ class EchoExecutor:
             for line in recalled:
                 self.ctx.echo(f"[executor {self.agent_id}]   {line}")
         memory_note = f" I was reminded of {len(recalled)} thing(s)." if recalled else ""
-        return ExecutorReply(content=f"Noted: {original.rstrip('.')}.{memory_note}")
+        said = original.strip()
+        if not said.endswith((".", "?", "!")):
+            said += "."
+        return ExecutorReply(content=f"Noted: {said}{memory_note}")
