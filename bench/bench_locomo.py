@@ -353,7 +353,9 @@ async def main() -> None:
     base_emb = LocalOnnxEmbedder()
     base_emb.embed(["warm up"])
     systems = run_baselines(convs, base_emb)
-    emb = make_embedder("local", "all-MiniLM-L6-v2-int8")
+    provider = os.environ.get("EMBEDDER", "local")  # EMBEDDER=static measures the distilled static embedder
+    figures["engine_embedder"] = provider
+    emb = make_embedder(provider, "all-MiniLM-L6-v2-int8", os.environ.get("EMBED_CACHE", "data/embeddings"))
     emb.embed(["warm up"])
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         systems.update(await run_engine(convs, emb, Path(tmp), figures))

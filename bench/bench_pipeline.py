@@ -112,17 +112,20 @@ async def closed_loop(bus: Bus, subject: str, make, n: int) -> list[float]:
 async def open_loop(bus: Bus, rate: float, seconds: float, pid: int | None = None) -> dict[str, float]:
     lat: list[float] = []
     errors = 0
+    degraded = 0  # answered, but without memory (recall timed out, failed, or the breaker was open)
     rss: list[float] = []
     interval = 1 / rate
     started = time.perf_counter()
 
     async def one(i: int) -> None:
-        nonlocal errors
+        nonlocal errors, degraded
         t = time.perf_counter()
         try:
             msg = await bus.request(subjects.SKILL_REQUEST, _request(i, "bench"), timeout_s=5)
             if b'"error"' in msg.data:
                 errors += 1
+            elif b'"status":"enriched"' not in msg.data:
+                degraded += 1
         except Exception:
             errors += 1
         lat.append(time.perf_counter() - t)
@@ -141,7 +144,8 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pid: int | None = Non
                 next_sample = now + max(1.0, seconds / 60)
     elapsed = time.perf_counter() - started
     res = {"sent": i, "achieved_rps": round(len(lat) / elapsed, 1), "p50_ms": round(percentile(lat, 50) * 1000, 3),
-           "p99_ms": round(percentile(lat, 99) * 1000, 3), "errors": errors}
+           "p99_ms": round(percentile(lat, 99) * 1000, 3), "errors": errors,
+           "unenriched": degraded}
     if rss:
         res.update(rss_start_mb=round(rss[0], 1), rss_end_mb=round(rss[-1], 1), rss_peak_mb=round(max(rss), 1))
     return res

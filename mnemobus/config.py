@@ -59,7 +59,7 @@ class StoreSettings(Section):
 
 class EmbeddingSettings(Section):
     provider: Literal["local", "static", "hash"] = Field(
-        default="local", description="local: the ONNX transformer; static: a token table distilled from it "
+        default="static", description="local: the ONNX transformer; static: a token table distilled from it "
         "(~1000x faster, somewhat less precise); hash: deterministic, for tests")
     model: str = "all-MiniLM-L6-v2-int8"
     cache_dir: Path = Field(default=Path("data/embeddings"), description="where the static table is cached")

@@ -34,3 +34,9 @@ def settings(tmp_path: Path, own_nats_server, users_file: Path) -> Settings:  # 
         identity={"users_file": users_file, "reload_interval_s": 0.1},
         metrics={"port": 0},
     )
+
+
+@pytest.fixture(scope="session")
+def static_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One static embedding table per test session: building it costs tens of seconds."""
+    return tmp_path_factory.mktemp("static-embeddings")

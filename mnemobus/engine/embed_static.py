@@ -50,6 +50,8 @@ class StaticEmbedder:
             self._table = np.load(self._path, mmap_mode=None)
             return
         started = time.perf_counter()
+        log.warning("building the static embedding table from %s into %s (once; about a minute on 2 cores)",
+                    self._teacher.name, self._path)
         table = distil(self._teacher)
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp.npy")

@@ -32,21 +32,16 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     if not breaker.allow():
         ctx.metrics.fail_open.labels(reason="circuit_open").inc()
         return MemoryContext(groups=list(groups), status="circuit_open")
-    results: dict[GroupId, RecallResult] = {}
+    result: RecallResult | None = None
     failures: list[str] = []
-
-    async def one(group: GroupId) -> None:
-        try:
-            results[group] = await engine.recall(
-                RecallQuery(text=text, group_ids=(group,), max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
-        except Exception as exc:  # fail open: the agent still gets its request
-            failures.append(f"{group}: {type(exc).__name__}: {exc}")
-
     started = time.perf_counter()
+    # one engine call for every group: the query is embedded once, the groups are searched side by side
     with anyio.move_on_after(cfg.recall_deadline_ms / 1000) as scope:
-        async with anyio.create_task_group() as tg:
-            for g in groups:
-                tg.start_soon(one, g)
+        try:
+            result = await engine.recall(
+                RecallQuery(text=text, group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
+        except Exception as exc:  # fail open: the agent still gets its request
+            failures.append(f"{type(exc).__name__}: {exc}")
     elapsed = time.perf_counter() - started
     ctx.metrics.recall_seconds.observe(elapsed)
     latency_ms = elapsed * 1000
@@ -59,11 +54,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
         ctx.metrics.fail_open.labels(reason="error").inc()
         log.warning("recall failed, forwarding unenriched: %s", "; ".join(failures)[:500])
         return MemoryContext(groups=list(groups), status="error", latency_ms=latency_ms)
-    merged = RecallResult(
-        facts=tuple(f for g in groups for f in results[g].facts),
-        episodes=tuple(e for g in groups for e in results[g].episodes),
-        groups=groups,
-    )
+    merged = result if result is not None else RecallResult(groups=groups)
     block = render_context(merged, cfg.context_budget_chars)
     return MemoryContext(
         groups=list(groups), block=block, facts=len(merged.facts), episodes=len(merged.episodes),

@@ -9,8 +9,8 @@ MODEL = "all-MiniLM-L6-v2-int8"
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("static-embeddings")
+def cache_dir(static_cache_dir):
+    return static_cache_dir
 
 
 @pytest.fixture(scope="module")

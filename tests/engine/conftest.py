@@ -20,8 +20,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def local_embedder() -> Embedder:
+@pytest.fixture(scope="session", params=["static", "local"])
+def local_embedder(request: pytest.FixtureRequest, static_cache_dir: Path) -> Embedder:
+    """Meaningful tests run on both real embedders: the default (static) and the transformer it is distilled from."""
+    if request.param == "static":
+        from mnemobus.engine.embed_static import StaticEmbedder
+
+        return StaticEmbedder("all-MiniLM-L6-v2-int8", static_cache_dir)
     return LocalOnnxEmbedder()
 
 
