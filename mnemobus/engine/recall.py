@@ -10,6 +10,7 @@ are searched separately and merged afterwards, so nothing crosses groups.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import anyio
@@ -90,6 +91,21 @@ async def _group_episodes(
     return rrf(rankings, recipe.rrf_k, weights)
 
 
+def _dedupe(items: list, key, group_rank, score, ident, limit: int) -> list:  # type: ignore[no-untyped-def,type-arg]
+    """Best score per key, represented by the copy from the first-named group; ranked by that best score."""
+    best: dict[str, tuple[float, object]] = {}
+    for item in items:
+        k = key(item)
+        if k not in best:
+            best[k] = (score(item), item)
+            continue
+        top, kept = best[k]
+        chosen = item if group_rank(item) < group_rank(kept) else kept
+        best[k] = (max(top, score(item)), chosen)
+    ranked = sorted(best.values(), key=lambda pair: (-pair[0], ident(pair[1])))
+    return [replace(item, score=top) for top, item in ranked[:limit]]  # type: ignore[type-var]
+
+
 async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuery) -> RecallResult:
     recipe = recipe_named(query.recipe)
     groups = checked_groups(query.group_ids)
@@ -140,19 +156,14 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
             for group in groups:
                 tg.start_soon(searched, group)
 
-    scored_facts.sort(key=lambda sf: (-sf.score, sf.fact.id))
-    facts: list[ScoredFact] = []
-    seen: set[str] = set()
-    for sf in scored_facts:
-        key = sf.fact.fact.casefold()
-        if key in seen:
-            continue
-        seen.add(key)
-        facts.append(sf)
-        if len(facts) >= query.max_facts:
-            break
-    scored_episodes.sort(key=lambda se: (-se.score, se.episode.id))
-    episodes = tuple(scored_episodes[: query.max_episodes])
+    # the same fact or message in several groups is shown once, with its best score, under the group the
+    # caller named first (the shared user group before a per-agent one)
+    order = {g: i for i, g in enumerate(groups)}
+    facts = _dedupe(scored_facts, lambda sf: sf.fact.fact.casefold(), lambda sf: order[sf.fact.group_id],
+                    lambda sf: sf.score, lambda sf: sf.fact.id, query.max_facts)
+    episodes = tuple(_dedupe(scored_episodes, lambda se: se.episode.content.casefold(),
+                             lambda se: order[se.episode.group_id], lambda se: se.score, lambda se: se.episode.id,
+                             query.max_episodes))
     by_group: dict[GroupId, list[str]] = {}
     for sf in facts:
         by_group.setdefault(sf.fact.group_id, []).append(sf.fact.id)
