@@ -92,22 +92,18 @@ async def migrate(
         what = f"{gid}"
         report(what, done, total)
         # entities first (facts need their endpoints), then facts, then episodes and their mentions
-        existing = {e.id for e in await dst.get_entities(gid, [e.id for e, _ in dump.entities])} if dump.entities else set()
-        for chunk in _chunks([x for x in dump.entities if x[0].id not in existing], BATCH):
-            async with dst.transaction() as tx:
-                for ent, vec in chunk:
-                    await tx.insert_entity(ent, vec)
-            done += len(chunk)
-            report(what, done, total)
-        done += len(existing)
-        present = {f.id for f in await dst.get_facts(gid, [f.id for f, _ in dump.facts])} if dump.facts else set()
-        for chunk in _chunks([x for x in dump.facts if x[0].id not in present], BATCH):
-            async with dst.transaction() as tx:
-                for fct, vec in chunk:
-                    await tx.insert_fact(fct, vec)
-            done += len(chunk)
-            report(what, done, total)
-        done += len(present)
+        for rows, lookup, insert in (
+            (dump.entities, dst.get_entities, lambda tx, row: tx.insert_entity(*row)),
+            (dump.facts, dst.get_facts, lambda tx, row: tx.insert_fact(*row)),
+        ):
+            present = {x.id for x in await lookup(gid, [r.id for r, _ in rows])} if rows else set()
+            for chunk in _chunks([row for row in rows if row[0].id not in present], BATCH):
+                async with dst.transaction() as tx:
+                    for row in chunk:
+                        await insert(tx, row)
+                done += len(chunk)
+                report(what, done, total)
+            done += len(present)
         mentions: dict[str, list[str]] = {}
         for ep_id, ent_id in dump.mentions:
             mentions.setdefault(ep_id, []).append(ent_id)
