@@ -25,6 +25,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import peak_rss_mb, write_results  # noqa: E402
 
 from mnemobus.engine.embed import HashEmbedder  # noqa: E402
 from mnemobus.engine.recall import recall  # noqa: E402
@@ -201,6 +204,12 @@ async def main() -> int:
     else:
         print(f"goal neo4j recall p99 <= 30 ms at 100k facts: {'met' if results['neo4j']['p99_ms'] <= 30.0 else 'NOT met'}")
     print(f"machine load (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    size = f"{args.facts // 1000}k"
+    flat: dict[str, float] = {f"{store}_{key}_{size}": round(value, 3)
+                              for store, figures in results.items() for key, value in figures.items()}
+    flat.update(facts=args.facts, bench_peak_rss_mb=round(peak_rss_mb(), 1))
+    path = write_results("bench_neo4j", flat, baseline="the embedded SQLite store on the same facts and queries, same run")
+    print(f"written to {path}")
     if args.json:
         args.json.write_text(json.dumps({"facts": args.facts, "results": results}, indent=2))
     return 0

@@ -39,6 +39,6 @@ neo4j-clean:
 
 ## the store bench on both backends, side by side
 bench-neo4j: neo4j-jars
-	$(NEO4J_PYTHON) bench/bench_neo4j.py
+	$(NEO4J_PYTHON) bench/bench_neo4j.py --facts $(if $(filter-out 0,$(QUICK)),2000,100000)
 
 .DEFAULT_GOAL := $(_NEO4J_MK_GOAL)
