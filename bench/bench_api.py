@@ -74,8 +74,7 @@ async def main() -> None:
             await anyio.to_thread.run_sync(server.stop)
     figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
     print_table(f"memory API search, {total:,} facts, {n} sequential queries", figures)
-    path = write_results("bench_api", figures, baseline=f"engine.recall in process on the same {label} facts")
-    print(f"\nwritten to {path}")
+    write_results("bench_api", figures, baseline=f"engine.recall in process on the same {label} facts")
 
 
 async def measure(rt, group: str, queries: list[str], figures: dict[str, float], label: str) -> None:  # type: ignore[no-untyped-def]

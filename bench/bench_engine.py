@@ -216,9 +216,7 @@ async def main() -> None:
     figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
     print_table("mnemobus engine (SQLite, embedded)", figures)
     partial = bool(os.environ.get("BENCH_SIZES")) or os.environ.get("BENCH_SKIP_INGEST", "") not in ("", "0")
-    path = write_results("bench_engine", figures, baseline="plain FTS5 BM25 query on the same facts, same group",
-                         merge=partial)
-    print(f"\nwritten to {path}")
+    write_results("bench_engine", figures, baseline="plain FTS5 BM25 query on the same facts, same group", merge=partial)
 
 
 if __name__ == "__main__":

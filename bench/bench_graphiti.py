@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import machine, peak_rss_mb, percentile, print_table, quick, write_results  # noqa: E402
+from common import peak_rss_mb, percentile, print_table, quick, write_results  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent
 GRAPHITI_PY = BENCH_DIR / ".venv-graphiti" / "bin" / "python"
@@ -279,15 +279,9 @@ async def main() -> None:
     # VmHWM of this process (the mnemobus half); getrusage's ru_maxrss gave an implausible 55 GB here once
     hwm = [ln.split()[1] for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("VmHWM")]
     figures["mnemobus_process_peak_rss_mb"] = round(int(hwm[0]) / 1024, 1) if hwm else round(peak_rss_mb(), 1)
-    print_table("Graphiti vs mnemobus: search latency and evidence recall (same graph, same queries)",
-                {k: v for k, v in figures.items() if not (isinstance(v, str) and len(v) > 60)})
-    for k, v in figures.items():
-        if isinstance(v, str) and len(v) > 60:
-            print(f"{k}: {v}")
-    print(f"machine: {machine()}")
-    out = write_results("bench_graphiti", figures,
-                        baseline="Graphiti 0.31 search_ (EDGE_HYBRID_SEARCH_RRF, no LLM) on Neo4j 5.26, same facts/vectors")
-    print(f"written to {out}")
+    print_table("Graphiti vs mnemobus: search latency and evidence recall (same graph, same queries)", figures)
+    write_results("bench_graphiti", figures,
+                  baseline="Graphiti 0.31 search_ (EDGE_HYBRID_SEARCH_RRF, no LLM) on Neo4j 5.26, same facts/vectors")
 
 
 if __name__ == "__main__":

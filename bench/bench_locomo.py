@@ -47,7 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import machine, peak_rss_mb, print_table, quick, summary_ms, write_results  # noqa: E402
+from common import peak_rss_mb, print_table, quick, summary_ms, write_results  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 KS = (5, 10)
@@ -385,12 +385,10 @@ async def main() -> None:
     figures["recall"] = table
     figures["question_counts"] = dict(counts)
     figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
-    print_table("LoCoMo run", {k: v for k, v in figures.items() if not isinstance(v, dict)})
+    print_table("LoCoMo run", figures)
     print(f"\ntargets (mnemobus_hybrid recall@10 >= best of {', '.join(BASELINES)} per category, > overall): {verdict}")
-    print(f"machine: {machine()}")
-    out = write_results("bench_locomo", figures,
-                        baseline="BM25 (Okapi, own implementation) and vector-only (same local ONNX embedder) over the raw turns")
-    print(f"written to {out}")
+    write_results("bench_locomo", figures,
+                  baseline="BM25 (Okapi, own implementation) and vector-only (same local ONNX embedder) over the raw turns")
 
 
 if __name__ == "__main__":

@@ -208,8 +208,7 @@ async def main() -> int:
     flat: dict[str, float] = {f"{store}_{key}_{size}": round(value, 3)
                               for store, figures in results.items() for key, value in figures.items()}
     flat.update(facts=args.facts, bench_peak_rss_mb=round(peak_rss_mb(), 1))
-    path = write_results("bench_neo4j", flat, baseline="the embedded SQLite store on the same facts and queries, same run")
-    print(f"written to {path}")
+    write_results("bench_neo4j", flat, baseline="the embedded SQLite store on the same facts and queries, same run")
     if args.json:
         args.json.write_text(json.dumps({"facts": args.facts, "results": results}, indent=2))
     return 0

@@ -205,8 +205,7 @@ async def main() -> None:
             server.stop()
     figures["facts_per_group"] = figures.pop("fill_facts_per_group")
     print_table(f"pipeline bench ({'QUICK' if QUICK else 'full'}; {FACT_TARGET:,} facts per group target)", figures)
-    path = write_results("pipeline", figures, baseline="bare relay: the same requests sent straight to the executor, same run")
-    print(f"\nwritten to {path}")
+    write_results("bench_pipeline", figures, baseline="bare relay: the same requests sent straight to the executor, same run")
 
 
 if __name__ == "__main__":

@@ -63,14 +63,21 @@ def write_results(bench: str, figures: Mapping[str, Any], baseline: str, *, merg
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{bench}.json"
     earlier = json.loads(path.read_text()) if merge and path.exists() else {}
-    path.write_text(json.dumps({**earlier, **figures, "machine": machine(), "baseline": baseline}, indent=2,
+    where = machine()
+    path.write_text(json.dumps({**earlier, **figures, "machine": where, "baseline": baseline}, indent=2,
                                sort_keys=True) + "\n")
+    print(f"machine: {where}\nbaseline: {baseline}\nwritten to {path}")
     return path
 
 
 def print_table(title: str, figures: Mapping[str, Any]) -> None:
+    """Scalars in a table; long notes printed beneath it; nested objects (printed by their bench) left out."""
+    notes = {k: v for k, v in figures.items() if isinstance(v, str) and len(v) > 60}
+    figures = {k: v for k, v in figures.items() if k not in notes and not isinstance(v, (dict, list))}
     width = max((len(k) for k in figures), default=10)
     print(f"\n{title}\n" + "-" * (width + 20))
     for key, value in figures.items():
         shown = f"{value:,.3f}" if isinstance(value, float) else str(value)
         print(f"{key:<{width}}  {shown:>16}")
+    for key, value in notes.items():
+        print(f"{key}: {value}")
