@@ -2,10 +2,10 @@
 
 Run: `make bench-engine` (or `.venv/bin/python bench/bench_engine.py`); QUICK=1 for a small run.
 
-- Ingestion goes through MemoryEngine with the real local embedder (behind its
-  text cache, as in production) and the offline extractor, one transaction per
-  episode: once through `ingest` one episode at a time, once through
-  `ingest_many` in batches of 32 (what the worker does per fetched batch).
+- Ingestion goes through MemoryEngine with the offline extractor, one
+  transaction per episode: once through `ingest` one episode at a time, once
+  through `ingest_many` in batches of 32 (what the worker does per fetched
+  batch); with the default `static` embedder and with the transformer itself.
 - Recall sizes are bulk-loaded (resolution bypassed) with random unit vectors,
   since embedding a million sentences with the model would take the bench
   longer than the figures are worth; vector search costs the same either way.
@@ -42,7 +42,8 @@ from mnemobus.engine.embed import CachedEmbedder, HashEmbedder, LocalOnnxEmbedde
 from mnemobus.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome, RecallQuery, episode_id_for  # noqa: E402
 from mnemobus.engine.text import query_terms  # noqa: E402
-from mnemobus.store.sqlite import SqliteStore, fts_search  # noqa: E402
+from mnemobus.store.sqlite import SqliteStore
+from mnemobus.store.sqlite_fts import fts_search  # noqa: E402
 
 RNG = random.Random(7)
 NOW = datetime.now(UTC)
@@ -88,35 +89,38 @@ def _ingest_episodes(n: int, tag: str) -> list[Episode]:
 
 
 async def bench_ingest(figures: dict[str, float], root: Path) -> None:
-    """Episodes/s through MemoryEngine with the real local model: one at a time, then batches of 32.
+    """Episodes/s through MemoryEngine, one at a time and in batches of 32, with each embedder.
 
-    Each run gets a fresh store and a fresh (cold) embedding cache, so the
-    batched figure is not helped by names the single run already embedded.
+    `static` is the default (a token table distilled from the model); `local`
+    runs the transformer itself. Each run gets a fresh store and a fresh (cold)
+    embedding cache, so the batched figure is not helped by names the single
+    run already embedded.
     """
     n = 300 if quick() else 2000
-    for mode in ("single", "batch32"):
-        store = SqliteStore(root / f"ingest_{mode}.sqlite3")
-        await store.open()
-        emb = make_embedder("local", "all-MiniLM-L6-v2-int8")
-        emb.embed(["warm up"])
-        engine = MemoryEngine(store, embedder=emb)
-        episodes = _ingest_episodes(n, mode)
-        facts = 0
-        t = time.perf_counter()
-        if mode == "single":
-            for ep in episodes:
-                facts += (await engine.ingest(ep)).facts_added
-        else:
-            for i in range(0, n, 32):
-                for outcome in await engine.ingest_many(episodes[i : i + 32]):
-                    assert isinstance(outcome, IngestOutcome), outcome
-                    facts += outcome.facts_added
-        elapsed = time.perf_counter() - t
-        figures[f"ingest_{mode}_episodes_per_s"] = round(n / elapsed, 1)
-        figures[f"ingest_{mode}_facts_added"] = facts
-        if isinstance(emb, CachedEmbedder):
-            figures[f"ingest_{mode}_embed_cache_hit_rate"] = round(emb.hits / max(1, emb.hits + emb.misses), 3)
-        await engine.close()
+    for provider in ("static", "local"):
+        for mode in ("single", "batch32"):
+            store = SqliteStore(root / f"ingest_{provider}_{mode}.sqlite3")
+            await store.open()
+            emb = make_embedder(provider, "all-MiniLM-L6-v2-int8")
+            emb.embed(["warm up"])
+            engine = MemoryEngine(store, embedder=emb)
+            episodes = _ingest_episodes(n, mode)
+            facts = 0
+            t = time.perf_counter()
+            if mode == "single":
+                for ep in episodes:
+                    facts += (await engine.ingest(ep)).facts_added
+            else:
+                for i in range(0, n, 32):
+                    for outcome in await engine.ingest_many(episodes[i : i + 32]):
+                        assert isinstance(outcome, IngestOutcome), outcome
+                        facts += outcome.facts_added
+            elapsed = time.perf_counter() - t
+            figures[f"ingest_{mode}_{provider}_episodes_per_s"] = round(n / elapsed, 1)
+            figures[f"ingest_{mode}_{provider}_facts_added"] = facts
+            if isinstance(emb, CachedEmbedder):
+                figures[f"ingest_{mode}_{provider}_embed_cache_hit_rate"] = round(emb.hits / max(1, emb.hits + emb.misses), 3)
+            await engine.close()
 
 
 def _unit(rows: int, dim: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from mnemobus.engine.scoring import rrf
 from mnemobus.engine.text import normalise_name, query_terms
 from mnemobus.errors import ConfigError
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import FactHop, GraphStore
+from mnemobus.store.contract import FactHop, GraphStore, neighbourhood
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, IngestOutcome, RecallQuery, RecallResult
 
 __all__ = ["MemoryEngine", "ScoredEntity", "open_engine", "build_store"]
@@ -96,9 +96,9 @@ class MemoryEngine:
         start = await self.find_entity(group, start_entity)
         if start is None:
             return []
-        return await self.store.neighbourhood(group, [start.id], as_of=as_of or datetime.now(UTC),
-                                              max_hops=max(1, min(max_hops, 6)), relations=relations,
-                                              edge_types=edge_types, limit=limit)
+        return await neighbourhood(self.store, group, [start.id], as_of=as_of or datetime.now(UTC),
+                                   max_hops=max(1, min(max_hops, 6)), relations=relations, edge_types=edge_types,
+                                   limit=limit)
 
     async def facts_as_of(self, group_id: str, as_of: datetime, limit: int = 1000) -> list[Fact]:
         return await self.store.facts_valid_at(self._group(group_id), as_of, limit)

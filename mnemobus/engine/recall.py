@@ -9,9 +9,10 @@ are searched separately and merged afterwards, so nothing crosses groups.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -44,51 +45,96 @@ def _ids(hits: Sequence[Hit]) -> list[str]:
     return [h.id for h in hits]
 
 
-async def _group_facts(
-    store: GraphStore, group: GroupId, terms: list[str], vector: np.ndarray | None, as_of: datetime, recipe: Recipe
-) -> dict[str, float]:
-    rankings: list[list[str]] = []
-    weights: list[float] = []
-    n = recipe.candidates
-    if "text" in recipe.fact_methods and terms:
-        rankings.append(_ids(await store.search_facts_text(group, terms, as_of, n)))
-        weights.append(recipe.text_weight)
-    if "vector" in recipe.fact_methods and vector is not None:
-        hits = await store.search_facts_vector(group, vector, as_of, n)
-        rankings.append([h.id for h in hits if h.score >= recipe.min_fact_similarity])
-        weights.append(recipe.vector_weight)
-    if "graph" in recipe.fact_methods:
-        seeds: list[list[str]] = []
-        if terms:
-            seeds.append(_ids(await store.search_entities_text(group, terms, recipe.seed_entities)))
-        if vector is not None:
-            seeds.append(_ids(await store.search_entities_vector(group, vector, recipe.seed_entities)))
-        fused_seeds = rrf(seeds, recipe.rrf_k)
-        seed_ids = sorted(fused_seeds, key=lambda i: -fused_seeds[i])[: recipe.seed_entities]
-        if seed_ids:
-            walked = await store.neighbourhood(group, seed_ids, as_of=as_of, max_hops=recipe.max_hops, limit=n)
-            # within a hop, facts the query itself ranked high come first: the walk's order follows the query
-            direct = rrf(rankings, recipe.rrf_k, weights)
-            rankings.append([fh.fact.id for fh in sorted(
-                walked, key=lambda fh: (fh.hop, -direct.get(fh.fact.id, 0.0), -fh.fact.confidence))])
-            weights.append(recipe.graph_weight)
-    return rrf(rankings, recipe.rrf_k, weights)
+async def _each(inline: bool, calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Independent reads: side by side on a networked store (round trips overlap), in turn on an inline one."""
+    if inline or len(calls) < 2:
+        return [await call() for call in calls]
+    results: list[Any] = [None] * len(calls)
+
+    async def run(i: int) -> None:
+        results[i] = await calls[i]()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(run, i)
+    return results
 
 
-async def _group_episodes(
-    store: GraphStore, group: GroupId, terms: list[str], vector: np.ndarray | None, recipe: Recipe, limit: int
-) -> dict[str, float]:
+async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vector: np.ndarray | None,
+                        as_of: datetime, recipe: Recipe, query: RecallQuery,
+                        inline: bool) -> tuple[list[ScoredFact], list[ScoredEpisode]]:
+    """One group in three rounds: every candidate query, then the graph walk from the matched entities, then the rows.
+
+    Rounds, not one call per method, because on a networked store each
+    round is one round trip however many queries it holds.
+    """
+    n, n_ep = recipe.candidates, max(query.max_episodes * 3, 10)
+    fm = recipe.fact_methods if query.max_facts > 0 else ()
+    em = recipe.episode_methods if query.max_episodes > 0 else ()
+    calls: dict[str, Callable[[], Awaitable[list[Hit]]]] = {}
+    if "text" in fm and terms:
+        calls["facts_text"] = lambda: store.search_facts_text(group, terms, as_of, n)
+    if "vector" in fm and vector is not None:
+        calls["facts_vector"] = lambda: store.search_facts_vector(group, vector, as_of, n)
+    if "graph" in fm and terms:
+        calls["entities_text"] = lambda: store.search_entities_text(group, terms, recipe.seed_entities)
+    if "graph" in fm and vector is not None:
+        calls["entities_vector"] = lambda: store.search_entities_vector(group, vector, recipe.seed_entities)
+    if "text" in em and terms:
+        calls["episodes_text"] = lambda: store.search_episodes_text(group, terms, n_ep)
+    if "vector" in em and vector is not None:
+        calls["episodes_vector"] = lambda: store.search_episodes_vector(group, vector, n_ep)
+    found = dict(zip(calls, await _each(inline, list(calls.values())), strict=True))
+
+    def ranked(method: str, min_score: float | None = None) -> list[str]:
+        return [h.id for h in found[method] if min_score is None or h.score >= min_score]
+
     rankings: list[list[str]] = []
     weights: list[float] = []
-    n = max(limit * 3, 10)
-    if "text" in recipe.episode_methods and terms:
-        rankings.append(_ids(await store.search_episodes_text(group, terms, n)))
+    if "facts_text" in found:
+        rankings.append(ranked("facts_text"))
         weights.append(recipe.text_weight)
-    if "vector" in recipe.episode_methods and vector is not None:
-        hits = await store.search_episodes_vector(group, vector, n)
-        rankings.append([h.id for h in hits if h.score >= recipe.min_episode_similarity])
+    if "facts_vector" in found:
+        rankings.append(ranked("facts_vector", recipe.min_fact_similarity))
         weights.append(recipe.vector_weight)
-    return rrf(rankings, recipe.rrf_k, weights)
+    seeds = rrf([ranked(m) for m in ("entities_text", "entities_vector") if m in found], recipe.rrf_k)
+    seed_ids = sorted(seeds, key=lambda i: -seeds[i])[: recipe.seed_entities]
+    if seed_ids:
+        steps = await store.walk(group, seed_ids, as_of=as_of, max_hops=recipe.max_hops, limit=n)
+        # within a hop, facts the query itself ranked high come first: the walk's order follows the query
+        direct = rrf(rankings, recipe.rrf_k, weights)
+        rankings.append([s.fact_id for s in sorted(
+            steps, key=lambda s: (s.hop, -direct.get(s.fact_id, 0.0), -s.confidence))])
+        weights.append(recipe.graph_weight)
+    fused = rrf(rankings, recipe.rrf_k, weights) if fm else {}
+    best = sorted(fused, key=lambda i: -fused[i])[:n]
+    ep_rankings = [ranked(m, recipe.min_episode_similarity if m == "episodes_vector" else None)
+                   for m in ("episodes_text", "episodes_vector") if m in found]
+    ep_weights = [recipe.text_weight if m == "episodes_text" else recipe.vector_weight
+                  for m in ("episodes_text", "episodes_vector") if m in found]
+    fused_ep = rrf(ep_rankings, recipe.rrf_k, ep_weights) if em else {}
+    best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
+
+    fetched, episodes = await _each(inline, [
+        lambda: store.get_facts(group, best) if best else _none(),
+        lambda: store.get_episodes(group, best_ep) if best_ep else _none(),
+    ])
+    known = {f.id: f for f in fetched}
+    facts: list[ScoredFact] = []
+    for fact_id in best:
+        fact = known.get(fact_id)
+        if fact is None or decayed_confidence(fact, as_of, recipe.decay_rate) < recipe.min_confidence:
+            continue
+        weight = fact_weight(fact, as_of, decay_rate=recipe.decay_rate, recency_rate=recipe.recency_rate,
+                             retrieval_boost=recipe.retrieval_boost)
+        facts.append(ScoredFact(fact, fused[fact_id] * weight))
+    scored_eps = [ScoredEpisode(ep, fused_ep[ep.id]) for ep in episodes
+                  if ep.reference_time is None or ep.reference_time <= as_of]
+    return facts, scored_eps
+
+
+async def _none() -> list[Any]:
+    return []
 
 
 def _dedupe(items: list, key, group_rank, score, ident, limit: int) -> list:  # type: ignore[no-untyped-def,type-arg]
@@ -118,43 +164,36 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
     wants_vector = embedder is not None and query.text.strip() and (
         "vector" in recipe.fact_methods or "vector" in recipe.episode_methods or "graph" in recipe.fact_methods
     )
-    vector = (await anyio.to_thread.run_sync(embedder.embed, [query.text]))[0] if wants_vector else None  # type: ignore[union-attr]
-    if not groups or (not terms and vector is None):
+    if not groups or (not terms and not wants_vector):
         return RecallResult(groups=groups)
+
+    def embedded() -> np.ndarray | None:
+        return embedder.embed([query.text])[0] if wants_vector else None  # type: ignore[union-attr]
 
     scored_facts: list[ScoredFact] = []
     scored_episodes: list[ScoredEpisode] = []
 
-    async def one(store: GraphStore, group: GroupId) -> None:
-        if query.max_facts > 0:
-            fused = await _group_facts(store, group, terms, vector, as_of, recipe)
-            best = sorted(fused, key=lambda i: -fused[i])[: recipe.candidates]
-            for fact in await store.get_facts(group, best):
-                if decayed_confidence(fact, as_of, recipe.decay_rate) < recipe.min_confidence:
-                    continue
-                weight = fact_weight(fact, as_of, decay_rate=recipe.decay_rate, recency_rate=recipe.recency_rate,
-                                     retrieval_boost=recipe.retrieval_boost)
-                scored_facts.append(ScoredFact(fact, fused[fact.id] * weight))
-        if query.max_episodes > 0:
-            fused_ep = await _group_episodes(store, group, terms, vector, recipe, query.max_episodes)
-            best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
-            for episode in await store.get_episodes(group, best_ep):
-                if episode.reference_time is not None and episode.reference_time > as_of:
-                    continue
-                scored_episodes.append(ScoredEpisode(episode, fused_ep[episode.id]))
+    async def search_all(view: GraphStore) -> None:
+        vector = embedded()  # on the reads' thread: one hop for the whole recall
+        for group in groups:
+            facts, episodes = await _search_group(view, group, terms, vector, as_of, recipe, query, inline=True)
+            scored_facts.extend(facts)
+            scored_episodes.extend(episodes)
 
-    async def searched(group: GroupId) -> None:
-        if isinstance(store, BatchReads):  # one thread hop for the group's ten-odd reads
-            await store.run_reads(lambda view: one(view, group))
-        else:
-            await one(store, group)
+    async def searched(group: GroupId, vector: np.ndarray | None) -> None:
+        facts, episodes = await _search_group(store, group, terms, vector, as_of, recipe, query, inline=False)
+        scored_facts.extend(facts)
+        scored_episodes.extend(episodes)
 
-    if len(groups) == 1:
-        await searched(groups[0])
+    if isinstance(store, BatchReads):
+        # every group in one thread hop, one after another: the work is mostly Python, so threads side by side
+        # would only contend for the interpreter lock (measured: slower than in turn)
+        await store.run_reads(search_all)
     else:
+        vector = await anyio.to_thread.run_sync(embedded)
         async with anyio.create_task_group() as tg:
             for group in groups:
-                tg.start_soon(searched, group)
+                tg.start_soon(searched, group, vector)
 
     # the same fact or message in several groups is shown once, with its best score, under the group the
     # caller named first (the shared user group before a per-agent one)

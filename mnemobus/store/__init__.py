@@ -1,6 +1,8 @@
 """Graph stores: the contract, the data model, and the embedded SQLite backend."""
 
-from mnemobus.store.contract import BatchReads, BatchTransactions, DeleteCounts, FactHop, GraphStore, Hit, WriteTxn
+from mnemobus.store.contract import (
+    BatchReads, BatchTransactions, DeleteCounts, FactHop, GraphStore, Hit, Step, WriteTxn, neighbourhood,
+)
 from mnemobus.store.model import (
     Entity,
     Episode,
@@ -15,5 +17,5 @@ from mnemobus.store.model import (
 
 __all__ = [
     "BatchReads", "BatchTransactions", "DeleteCounts", "Entity", "Episode", "Fact", "FactHop", "GraphStore", "Hit", "IngestOutcome", "RecallQuery",
-    "RecallResult", "ScoredEpisode", "ScoredFact", "WriteTxn", "episode_id_for",
+    "RecallResult", "ScoredEpisode", "ScoredFact", "Step", "WriteTxn", "episode_id_for", "neighbourhood",
 ]

@@ -60,6 +60,15 @@ class FactHop:
     hop: int
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One fact reached by `walk`: its id, hops from a seed entity (1 = touches a seed), and its confidence."""
+
+    fact_id: str
+    hop: int
+    confidence: float
+
+
 class WriteTxn(Protocol):
     """One atomic write of one episode's consequences.
 
@@ -163,7 +172,7 @@ class GraphStore(Protocol):
 
     async def search_episodes_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]: ...
 
-    async def neighbourhood(
+    async def walk(
         self,
         group_id: GroupId,
         entity_ids: Sequence[str],
@@ -173,11 +182,14 @@ class GraphStore(Protocol):
         relations: Sequence[str] | None = None,
         edge_types: Sequence[EdgeType] | None = None,
         limit: int = 50,
-    ) -> list[FactHop]:
+    ) -> list[Step]:
         """Breadth-first walk over facts valid at as_of, in both directions, nearest hops first.
 
-        `relations`/`edge_types` restrict which edges may be followed; cycles
-        are never walked twice; at most `limit` facts are returned.
+        Within a hop, facts by confidence (highest first) then id. `relations`/
+        `edge_types` restrict which edges may be followed; cycles are never
+        walked twice; at most `limit` facts. Ids only: recall weighs far more
+        candidates than it shows, so full rows are read for the chosen few
+        (`neighbourhood` below reads them for every step).
         """
 
     # -- fetches ---------------------------------------------------------------
@@ -201,14 +213,16 @@ class GraphStore(Protocol):
 
 @runtime_checkable
 class BatchTransactions(Protocol):
-    """Optional: a backend that can run many write transactions in one go, each atomic on its own.
+    """Optional: a backend that can run many write works in one go, each atomic on its own.
 
     Ingestion of a batch uses it when offered (SQLite runs them all in one
-    worker-thread hop); otherwise it opens `transaction()` once per episode.
+    worker-thread hop, each in a savepoint, with one commit for the batch);
+    otherwise it opens `transaction()` once per episode.
     """
 
     async def run_transactions(self, works: Sequence[Callable[[WriteTxn], Awaitable[T]]]) -> list[T | Exception]:
-        """Run each work in its own transaction, in order; a work's exception is returned in its slot."""
+        """Run each work atomically, in order; a work's exception is returned in its slot (and nothing of it is
+        kept). Returns only once the successful works are durable; when the store fails, every slot says so."""
 
 
 @runtime_checkable
@@ -220,3 +234,21 @@ class BatchReads(Protocol):
     """
 
     async def run_reads(self, work: Callable[[GraphStore], Awaitable[T]]) -> T: ...
+
+
+async def neighbourhood(
+    store: GraphStore,
+    group_id: GroupId,
+    entity_ids: Sequence[str],
+    *,
+    as_of: datetime,
+    max_hops: int,
+    relations: Sequence[str] | None = None,
+    edge_types: Sequence[EdgeType] | None = None,
+    limit: int = 50,
+) -> list[FactHop]:
+    """`walk` with each fact read in full: for graph traversal, where every step is shown."""
+    steps = await store.walk(group_id, entity_ids, as_of=as_of, max_hops=max_hops, relations=relations,
+                             edge_types=edge_types, limit=limit)
+    facts = {f.id: f for f in await store.get_facts(group_id, [s.fact_id for s in steps])}
+    return [FactHop(facts[s.fact_id], s.hop) for s in steps if s.fact_id in facts]

@@ -16,7 +16,7 @@ import pytest
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.errors import StoreIntegrityError
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, GraphStore
+from mnemobus.store.contract import DeleteCounts, GraphStore, neighbourhood
 from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for
 
 pytestmark = pytest.mark.anyio
@@ -201,7 +201,7 @@ async def test_fact_source_is_recorded_once(store: GraphStore, group: GroupId) -
         await tx.add_fact_source(group, f.id, ep2.id, "m2")
         await tx.add_fact_source(group, f.id, ep2.id, "m2")
     (got,) = await store.get_facts(group, [f.id])
-    assert sorted(zip(got.episode_ids, got.source_message_ids)) == sorted([(g["ep"].id, "m1"), (ep2.id, "m2")])  # type: ignore[attr-defined]
+    assert sorted(zip(got.episode_ids, got.source_message_ids)) == sorted([(g["ep"].id, "m1"), (ep2.id, "m2")])
 
 
 async def test_fact_naming_an_unknown_entity_is_refused_with_its_id(store: GraphStore, group: GroupId) -> None:
@@ -226,7 +226,7 @@ async def test_invalidated_fact_is_kept_with_a_pointer_to_its_successor(store: G
     await put(store, entities=[alice, acme, globex], facts=[old])
     async with store.transaction() as tx:
         await tx.insert_fact(new, vec(new.fact))
-        retired = Fact(**{**{s: getattr(old, s) for s in Fact.__slots__},  # type: ignore[attr-defined]
+        retired = Fact(**{**{s: getattr(old, s) for s in Fact.__slots__},
                           "invalid_at": new.valid_at, "expired_at": new.valid_at, "superseded_by": new.id})
         await tx.update_fact(retired)
     (got,) = await store.get_facts(group, [old.id])
@@ -306,7 +306,7 @@ async def test_entity_search_finds_an_entity_by_alias_and_by_vector(store: Graph
     g = await alice_graph(store, group)
     by_text = await store.search_entities_text(group, ["ally"], 3)
     by_vec = await store.search_entities_vector(group, vec("Berlin"), 1)
-    assert (by_text[0].id, by_vec[0].id) == (g["alice"].id, g["berlin"].id)  # type: ignore[attr-defined]
+    assert (by_text[0].id, by_vec[0].id) == (g["alice"].id, g["berlin"].id)
 
 
 async def test_episode_search_finds_an_episode_by_word_and_by_vector(store: GraphStore, group: GroupId) -> None:
@@ -322,28 +322,36 @@ async def test_episode_search_finds_an_episode_by_word_and_by_vector(store: Grap
 
 async def test_neighbourhood_walks_out_hop_by_hop(store: GraphStore, group: GroupId) -> None:
     g = await alice_graph(store, group)
-    walked = await store.neighbourhood(group, [g["alice"].id], as_of=T0 + timedelta(days=1), max_hops=2)  # type: ignore[attr-defined]
+    walked = await neighbourhood(store, group, [g["alice"].id], as_of=T0 + timedelta(days=1), max_hops=2)
     f = g["facts"]
     assert [(h.fact.id, h.hop) for h in walked] == [(f[0].id, 1), (f[3].id, 1), (f[1].id, 2)]  # type: ignore[index]
 
 
 async def test_neighbourhood_follows_only_the_relations_asked(store: GraphStore, group: GroupId) -> None:
     g = await alice_graph(store, group)
-    walked = await store.neighbourhood(
-        group, [g["alice"].id], as_of=T0 + timedelta(days=1), max_hops=3, relations=["works_at", "located_in"]  # type: ignore[attr-defined]
+    walked = await neighbourhood(
+        store, group, [g["alice"].id], as_of=T0 + timedelta(days=1), max_hops=3, relations=["works_at", "located_in"]
     )
     assert [h.fact.relation for h in walked] == ["works_at", "located_in"]
 
 
 async def test_neighbourhood_walks_edges_in_both_directions(store: GraphStore, group: GroupId) -> None:
     g = await alice_graph(store, group)
-    walked = await store.neighbourhood(group, [g["germany"].id], as_of=T0 + timedelta(days=1), max_hops=1)  # type: ignore[attr-defined]
+    walked = await neighbourhood(store, group, [g["germany"].id], as_of=T0 + timedelta(days=1), max_hops=1)
     assert [h.fact.relation for h in walked] == ["part_of"]
+
+
+async def test_walk_gives_each_step_its_hop_and_confidence_without_reading_rows(store: GraphStore, group: GroupId) -> None:
+    g = await alice_graph(store, group)
+    steps = await store.walk(group, [g["alice"].id], as_of=T0 + timedelta(days=1), max_hops=2)
+    f = g["facts"]
+    assert [(s.fact_id, s.hop) for s in steps] == [(f[0].id, 1), (f[3].id, 1), (f[1].id, 2)]  # type: ignore[index]
+    assert [s.confidence for s in steps] == [f[0].confidence, f[3].confidence, f[1].confidence]  # type: ignore[index]
 
 
 async def test_neighbourhood_stops_at_the_limit(store: GraphStore, group: GroupId) -> None:
     g = await alice_graph(store, group)
-    walked = await store.neighbourhood(group, [g["alice"].id], as_of=T0 + timedelta(days=1), max_hops=3, limit=2)  # type: ignore[attr-defined]
+    walked = await neighbourhood(store, group, [g["alice"].id], as_of=T0 + timedelta(days=1), max_hops=3, limit=2)
     assert len(walked) == 2
 
 
@@ -384,7 +392,7 @@ async def test_delete_episode_removes_what_only_it_supported_and_revives_what_it
         await tx.insert_fact(old, vec(old.fact))
         await tx.insert_fact(likes, vec(likes.fact))
         await tx.insert_fact(new, vec(new.fact))
-        await tx.update_fact(Fact(**{**{s: getattr(old, s) for s in Fact.__slots__},  # type: ignore[attr-defined]
+        await tx.update_fact(Fact(**{**{s: getattr(old, s) for s in Fact.__slots__},
                                      "invalid_at": new.valid_at, "expired_at": new.valid_at, "superseded_by": new.id}))
         await tx.add_fact_source(group, likes.id, ep2.id, "m2")  # ep2 also said she likes coffee
 
@@ -421,7 +429,7 @@ async def test_delete_episode_of_another_group_deletes_nothing(
     store: GraphStore, group: GroupId, other_group: GroupId
 ) -> None:
     g = await alice_graph(store, group)
-    assert await store.delete_episode(other_group, g["ep"].id) == DeleteCounts()  # type: ignore[attr-defined]
+    assert await store.delete_episode(other_group, g["ep"].id) == DeleteCounts()
     assert await store.count_episodes(group) == 1
 
 
@@ -432,12 +440,12 @@ async def test_group_ids_lists_every_group_and_export_holds_every_row(
     await put(store, entities=[entity(other_group, "Zed")])
     assert {group, other_group} <= set(await store.group_ids())
     dump = await store.export_group(group)
-    assert [(e.id, s) for e, s, _ in dump.episodes] == [(g["ep"].id, False)]  # type: ignore[attr-defined]
+    assert [(e.id, s) for e, s, _ in dump.episodes] == [(g["ep"].id, False)]
     assert sorted(e.id for e, _ in dump.entities) == sorted(
-        x.id for x in (g["alice"], g["acme"], g["berlin"], g["germany"], g["coffee"])  # type: ignore[attr-defined]
+        x.id for x in (g["alice"], g["acme"], g["berlin"], g["germany"], g["coffee"])
     )
-    assert {f.id: f for f, _ in dump.facts} == {f.id: f for f in g["facts"]}  # type: ignore[attr-defined]
-    (alice_row,) = [(e, v) for e, v in dump.entities if e.id == g["alice"].id]  # type: ignore[attr-defined]
+    assert {f.id: f for f, _ in dump.facts} == {f.id: f for f in g["facts"]}
+    (alice_row,) = [(e, v) for e, v in dump.entities if e.id == g["alice"].id]
     assert alice_row[0].aliases == ("alice", "ally")
     assert float(np.dot(alice_row[1], vec("Alice"))) == pytest.approx(1.0, abs=1e-5)
 
@@ -452,8 +460,8 @@ async def test_groups_never_see_each_others_facts(store: GraphStore, group: Grou
         await store.search_entities_vector(other_group, vec("Alice"), 10),
         await store.search_episodes_text(other_group, ["coffee"], 10),
         await store.search_episodes_vector(other_group, vec("coffee"), 10),
-        await store.get_facts(other_group, [f.id for f in g["facts"]]),  # type: ignore[attr-defined]
-        await store.neighbourhood(other_group, [g["alice"].id], as_of=later, max_hops=3),  # type: ignore[attr-defined]
+        await store.get_facts(other_group, [f.id for f in g["facts"]]),
+        await neighbourhood(store, other_group, [g["alice"].id], as_of=later, max_hops=3),
         await store.facts_valid_at(other_group, later),
         await store.episodes(other_group),
     ]
