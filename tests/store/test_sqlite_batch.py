@@ -43,7 +43,7 @@ def _insert(msg: str):  # type: ignore[no-untyped-def]
     return work
 
 
-async def test_each_work_commits_on_its_own_and_a_failure_stays_in_its_slot(store: SqliteStore) -> None:
+async def test_each_work_is_atomic_on_its_own_and_a_failure_stays_in_its_slot(store: SqliteStore) -> None:
     async def half_then_fail(txn: WriteTxn) -> bool:
         await txn.insert_episode(_episode("m2"), screened=False, embedding=None)
         raise StoreIntegrityError("refused after a write")
@@ -51,6 +51,20 @@ async def test_each_work_commits_on_its_own_and_a_failure_stays_in_its_slot(stor
     results = await store.run_transactions([_insert("m1"), half_then_fail, _insert("m3"), _insert("m1")])
     assert results[0] is True and isinstance(results[1], StoreIntegrityError) and results[2:] == [True, False]
     assert [e.id for e in await store.get_episodes(G, ["m1", "m2", "m3"])] == ["m1", "m3"]
+
+
+async def test_a_store_failure_midway_fails_every_slot_and_keeps_nothing_of_the_batch(store: SqliteStore) -> None:
+    import sqlite3
+
+    from mnemobus.errors import StoreUnavailable
+
+    async def disk_fails(txn: WriteTxn) -> bool:
+        await txn.insert_episode(_episode("m2"), screened=False, embedding=None)
+        raise sqlite3.OperationalError("disk I/O error")
+
+    results = await store.run_transactions([_insert("m1"), disk_fails, _insert("m3")])
+    assert [type(r) for r in results] == [StoreUnavailable] * 3  # m1 was not committed either: it is retried
+    assert await store.count_episodes() == 0
 
 
 async def test_a_work_that_suspends_is_refused_and_rolled_back(store: SqliteStore) -> None:

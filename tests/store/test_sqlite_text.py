@@ -57,3 +57,38 @@ async def test_terms_matching_nothing_give_no_hits(tmp_path: Path) -> None:
         assert await store.search_facts_text(GroupId("user_a"), ["nowhere"], T0, 10) == []
     finally:
         await store.close()
+
+
+def _drinks(group: GroupId, n: int, rare_every: int) -> list[tuple[Fact, None]]:
+    person = Entity(id=f"{group}:p", group_id=group, name="Person", canonical_name="person")
+    return [(Fact(id=f"{group}:d{i}", group_id=group, subject_id=person.id, object_id=person.id, subject_name="Person",
+                  object_name="Person", relation="drinks", edge_type="semantic",
+                  fact="Person drinks coffee" + (" with cardamom" if i % rare_every == 0 else ""),
+                  confidence=0.9, valid_at=T0, invalid_at=None, created_at=T0), None) for i in range(n)]
+
+
+async def test_words_in_half_the_rows_or_more_are_left_out_of_a_large_search(tmp_path: Path) -> None:
+    """FTS5 gives such words no weight (IDF clamped to ~0) yet walks all their rows: the rare word alone decides."""
+    store = SqliteStore(tmp_path / "t.sqlite3")
+    await store.open()
+    try:
+        group = GroupId("user_a")
+        store.bulk_load_sync([], _drinks(group, backend.PRUNE_MIN_ROWS + 200, rare_every=100))
+        both = await store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
+        common_only = await store.search_facts_text(group, ["coffee"], T0, 50)
+    finally:
+        await store.close()
+    assert len(both) == 12 and all(int(h.id.split(":d")[1]) % 100 == 0 for h in both)
+    assert common_only == []
+
+
+async def test_a_small_table_searches_every_word(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "t.sqlite3")
+    await store.open()
+    try:
+        group = GroupId("user_a")
+        store.bulk_load_sync([], _drinks(group, 50, rare_every=10))
+        common_only = await store.search_facts_text(group, ["coffee"], T0, 100)
+    finally:
+        await store.close()
+    assert len(common_only) == 50
