@@ -8,8 +8,14 @@ Run: `make bench-pipeline`; QUICK=1 for a small run.
 - Baseline, same run: the same requests sent straight to the executor
   (`agent.skill.execute.bench`), a bare relay with no plugin in between.
 - Overhead = plugin-path latency minus bare-relay latency (p50 and p99).
-- Sustained: an open-loop load at a fixed rate with recall on; achieved rate,
-  p99 and errors. Soak: the same for longer, sampling the plugin's RSS.
+- The plugin runs as PLUGIN_COPIES processes (default: one per core) in one
+  queue group, as production scales it; latency is measured closed-loop, one
+  request at a time.
+- Sustained: an open-loop load at a fixed rate (500/s) with recall on; achieved
+  rate, p99, errors and how many replies went out unenriched. Capacity: the
+  highest rate of a ladder the plugins kept up with (achieved >= 95% of it,
+  p99 <= 250 ms) with at least 99% of replies enriched.
+  Soak: 80% of that capacity for 10 minutes, sampling every plugin's RSS.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ LATENCY_N = 300 if QUICK else 2_000
 RATE = 500
 SUSTAIN_S = 5 if QUICK else 20
 SOAK_S = 10 if QUICK else 600
+LADDER = (50, 100, 150, 200, 300, 400, 500)  # requests/s tried for the capacity with recall on
+STEP_S = 3 if QUICK else 8
+COPIES = int(os.environ.get("PLUGIN_COPIES", os.cpu_count() or 1))  # plugin processes sharing the queue group
 PEOPLE = [f"Person{i}" for i in range(400)]
 PROJECTS = [f"Project{i}" for i in range(300)]
 TOOLS = [f"tool{i}" for i in range(200)]
@@ -109,7 +118,7 @@ async def closed_loop(bus: Bus, subject: str, make, n: int) -> list[float]:
     return out
 
 
-async def open_loop(bus: Bus, rate: float, seconds: float, pid: int | None = None) -> dict[str, float]:
+async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | None = None) -> dict[str, float]:
     lat: list[float] = []
     errors = 0
     degraded = 0  # answered, but without memory (recall timed out, failed, or the breaker was open)
@@ -139,15 +148,17 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pid: int | None = Non
                 await anyio.sleep(target - now)
             tg.start_soon(one, i)
             i += 1
-            if pid and now >= next_sample:
-                rss.append(_rss_mb(pid))
+            if pids and now >= next_sample:
+                rss.append(sum(_rss_mb(pid) for pid in pids))  # every plugin copy together
                 next_sample = now + max(1.0, seconds / 60)
     elapsed = time.perf_counter() - started
     res = {"sent": i, "achieved_rps": round(len(lat) / elapsed, 1), "p50_ms": round(percentile(lat, 50) * 1000, 3),
            "p99_ms": round(percentile(lat, 99) * 1000, 3), "errors": errors,
            "unenriched": degraded}
     if rss:
-        res.update(rss_start_mb=round(rss[0], 1), rss_end_mb=round(rss[-1], 1), rss_peak_mb=round(max(rss), 1))
+        warm = rss[len(rss) // 5]  # after the first fifth: caches filled, so growth from here on is a leak
+        res.update(rss_start_mb=round(rss[0], 1), rss_warm_mb=round(warm, 1), rss_end_mb=round(rss[-1], 1),
+                   rss_peak_mb=round(max(rss), 1), rss_growth_after_warm_mb=round(rss[-1] - warm, 1))
     return res
 
 
@@ -167,16 +178,18 @@ async def main() -> None:
         settings = load_settings(tmpd / "m.yaml")
         figures: dict[str, float] = {}
         figures.update(await fill(settings, [GroupId("user_josh"), GroupId("agent_bench__user_josh")]))
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "pipeline_server.py"), str(tmpd / "m.yaml")],
-                                stdout=subprocess.PIPE, text=True)
+        procs = [subprocess.Popen([sys.executable, str(Path(__file__).parent / "pipeline_server.py"), str(tmpd / "m.yaml")],
+                                  stdout=subprocess.PIPE, text=True) for _ in range(COPIES)]
         try:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+            for proc in procs:
+                assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
             bus = await Bus.connect(server.url or "", settings.nats, name="bench")
-            await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), 50)  # warm
+            await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), 50 * COPIES)  # warm
             bare = await closed_loop(bus, subjects.skill_execute("bench"), _direct, LATENCY_N)
             full = await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), LATENCY_N)
             probe = json.loads((await bus.request(subjects.SKILL_REQUEST, _request(1, "bench"), timeout_s=5)).data)
             figures.update({
+                "plugin_copies": COPIES,
                 "bare_relay_p50_ms": round(percentile(bare, 50) * 1000, 3),
                 "bare_relay_p99_ms": round(percentile(bare, 99) * 1000, 3),
                 "enriched_p50_ms": round(percentile(full, 50) * 1000, 3),
@@ -186,22 +199,37 @@ async def main() -> None:
             })
             figures["added_p50_ms"] = round(figures["enriched_p50_ms"] - figures["bare_relay_p50_ms"], 3)
             figures["added_p99_ms"] = round(figures["enriched_p99_ms"] - figures["bare_relay_p99_ms"], 3)
+            capacity = 0
+            for rate in LADDER:
+                step = await open_loop(bus, rate, STEP_S)
+                await anyio.sleep(1)  # let the backlog of a failed step drain before the next
+                kept_up = step["achieved_rps"] >= 0.95 * rate and step["p99_ms"] <= 250  # no queue building up
+                if not kept_up or step["unenriched"] + step["errors"] > 0.01 * max(1, step["sent"]):
+                    break
+                capacity = rate
+                figures["capacity_p99_ms"] = step["p99_ms"]
+            figures["capacity_enriched_rps"] = capacity
             sustained = await open_loop(bus, RATE, SUSTAIN_S)
             figures.update({f"sustained_{k}": v for k, v in sustained.items()})
-            soak = await open_loop(bus, RATE / 2, SOAK_S, pid=proc.pid)
+            await anyio.sleep(settings.memory.breaker_cooldown_s + 2)  # an overload may have opened the breaker
+            soak_rate = max(10.0, 0.8 * capacity)
+            soak = await open_loop(bus, soak_rate, SOAK_S, pids=[p.pid for p in procs])
             figures.update({f"soak_{k}": v for k, v in soak.items()})
+            figures["soak_rps_target"] = soak_rate
             figures["soak_seconds"] = SOAK_S
             figures["plugin_peak_rss_mb"] = soak.get("rss_peak_mb", float("nan"))
             figures["bench_client_peak_rss_mb"] = round(peak_rss_mb(), 1)
             await bus.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                print("pipeline server did not drain within 30 s; killed it", file=sys.stderr)
-                proc.kill()
-                proc.wait()
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    print("pipeline server did not drain within 30 s; killed it", file=sys.stderr)
+                    proc.kill()
+                    proc.wait()
             server.stop()
     figures["facts_per_group"] = figures.pop("fill_facts_per_group")
     print_table(f"pipeline bench ({'QUICK' if QUICK else 'full'}; {FACT_TARGET:,} facts per group target)", figures)

@@ -78,6 +78,9 @@ class MemorySettings(Section):
                                       description="skills that neither read nor write memory (alerts, planner chatter)")
     breaker_failures: int = Field(default=5, ge=1, description="consecutive recall failures that open the breaker")
     breaker_cooldown_s: float = Field(default=10, gt=0)
+    max_concurrent_recalls: int = Field(
+        default=4, ge=1, description="recalls in flight per plugin process; a request that finds no free slot "
+        "within the deadline goes on unenriched (status overloaded): an overload costs memory, never latency")
     outbox_path: Path = Field(default=Path("data/outbox.sqlite3"),
                               description="episodes the stream refused wait here until it takes them")
     form_cold_after_s: float = Field(default=600, gt=0, description="flush a buffered session idle this long")

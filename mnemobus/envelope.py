@@ -83,7 +83,7 @@ class MemoryContext(WireModel):
     block: str = ""
     facts: int = 0
     episodes: int = 0
-    status: Literal["enriched", "empty", "skipped", "timeout", "error", "disabled", "circuit_open"] = "skipped"
+    status: Literal["enriched", "empty", "skipped", "timeout", "error", "disabled", "circuit_open", "overloaded"] = "skipped"
     latency_ms: float = 0.0
 
 

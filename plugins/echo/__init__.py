@@ -24,7 +24,8 @@ class EchoExecutor:
     def __init__(self, agent_id: str = "echo") -> None:
         self.agent_id = agent_id
         self.router = Router(f"executor-{agent_id}")
-        self.router.subscriber(subjects.skill_execute(agent_id), model=EnrichedRequest,
+        # a queue group: copies of one agent's executor share its requests instead of each answering
+        self.router.subscriber(subjects.skill_execute(agent_id), model=EnrichedRequest, queue=f"executor-{agent_id}",
                                name=f"execute_{agent_id}")(self.on_execute)
         self.ctx: PluginContext | None = None
 

@@ -23,7 +23,7 @@ log = logging.getLogger("mnemobus.plugin.memory")
 
 
 async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupId, ...],
-                             breaker: RecallBreaker) -> MemoryContext:
+                             breaker: RecallBreaker, slots: anyio.CapacityLimiter) -> MemoryContext:
     engine = ctx.engine
     cfg = ctx.settings.memory
     if engine is None:
@@ -35,16 +35,26 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     result: RecallResult | None = None
     failures: list[str] = []
     started = time.perf_counter()
-    # one engine call for every group: the query is embedded once, the groups are searched side by side
+    got_slot = False
+    # one engine call for every group: the query is embedded once, the groups are searched one after another.
+    # A bounded number run at once: past that the process is saturated, and each extra recall would only
+    # slow every request down; waiting for a slot counts against the same deadline.
     with anyio.move_on_after(cfg.recall_deadline_ms / 1000) as scope:
-        try:
-            result = await engine.recall(
-                RecallQuery(text=text, group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
-        except Exception as exc:  # fail open: the agent still gets its request
-            failures.append(f"{type(exc).__name__}: {exc}")
+        async with slots:
+            got_slot = True
+            try:
+                result = await engine.recall(
+                    RecallQuery(text=text, group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
+            except Exception as exc:  # fail open: the agent still gets its request
+                failures.append(f"{type(exc).__name__}: {exc}")
     elapsed = time.perf_counter() - started
-    ctx.metrics.recall_seconds.observe(elapsed)
     latency_ms = elapsed * 1000
+    if not got_slot:  # saturated, not broken: the breaker is left alone
+        ctx.metrics.fail_open.labels(reason="overloaded").inc()
+        log.warning("no recall slot free within %.0f ms (%d in flight); forwarding unenriched",
+                    cfg.recall_deadline_ms, cfg.max_concurrent_recalls)
+        return MemoryContext(groups=list(groups), status="overloaded", latency_ms=latency_ms)
+    ctx.metrics.recall_seconds.observe(elapsed)
     breaker.record(ok=not scope.cancelled_caught and not failures)
     if scope.cancelled_caught:
         ctx.metrics.fail_open.labels(reason="timeout").inc()

@@ -46,6 +46,7 @@ class MemoryPlugin:
         m = ctx.settings.memory
         self.gate = FormationGate(m.form_every_n_messages, m.form_every_n_tokens, m.form_cold_after_s)
         self.breaker = RecallBreaker(m.breaker_failures, m.breaker_cooldown_s)
+        self.recall_slots = anyio.CapacityLimiter(m.max_concurrent_recalls)
         self.outbox = EpisodeOutbox(m.outbox_path)
         self._scopes: list[anyio.CancelScope] = []
         ctx.spawn(self._background, self._outbox_loop)
@@ -132,7 +133,7 @@ class MemoryPlugin:
         if not who.memory_on:
             status = "disabled" if who.reason == "memory_disabled" else "skipped"
             return MemoryContext(status=status)
-        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.breaker)
+        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.breaker, self.recall_slots)
 
     async def _execute(self, ctx: PluginContext, enriched: EnrichedRequest, agent_id: str) -> SkillResponse:
         base = dict(correlation_id=enriched.trace_id, request_id=enriched.id, agent_id=agent_id, memory=enriched.memory)

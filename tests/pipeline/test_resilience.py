@@ -46,6 +46,33 @@ async def test_repeated_recall_failures_open_the_breaker_and_skip_recall(pipelin
     assert reply["memory"]["status"] == "circuit_open" and calls["n"] == before
 
 
+async def test_a_request_that_finds_every_recall_slot_busy_goes_on_unenriched_without_waiting_its_turn(
+        pipeline, monkeypatch):
+    slots = pipeline.settings.memory.max_concurrent_recalls
+    release = anyio.Event()
+
+    async def stuck_recall(query):
+        with anyio.CancelScope(shield=True):  # holds its slot past the deadline, as a saturated store would
+            await release.wait()
+
+    monkeypatch.setattr(pipeline.engine, "recall", stuck_recall)
+    replies: list[dict] = []
+
+    async def one(i: int) -> None:
+        replies.append(await ask(pipeline, request(f"busy {i}")))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(slots):
+            tg.start_soon(one, i)
+        await anyio.sleep(0.05)  # every slot taken
+        with anyio.fail_after(2):
+            extra = await ask(pipeline, request("one more"))
+        release.set()
+    assert extra["content"].startswith("Noted") and extra["memory"]["status"] == "overloaded"
+    assert pipeline.metrics.fail_open.labels(reason="overloaded")._value.get() == 1
+    assert len(replies) == slots and not any(r["memory"]["status"] == "overloaded" for r in replies)
+
+
 def test_breaker_lets_one_probe_through_after_the_cooldown_and_closes_on_success():
     b = RecallBreaker(failures_to_open=2, cooldown_s=10)
     b.record(False, now=0)
