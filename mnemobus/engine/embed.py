@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import import_module
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -115,13 +115,19 @@ class LocalOnnxEmbedder:
         self._session = None
         self._tokenizer = None
 
-    def _load(self) -> None:
-        import onnxruntime as ort
+    def load_tokenizer(self) -> Any:
+        """The model's tokenizer alone (the static embedder needs nothing more once its table exists)."""
         from tokenizers import Tokenizer
 
         tok = Tokenizer.from_file(str(self._tokenizer_path))
         tok.enable_truncation(self.max_tokens)
         tok.no_padding()
+        return tok
+
+    def _load(self) -> None:
+        import onnxruntime as ort
+
+        tok = self.load_tokenizer()
         opts = ort.SessionOptions()
         if self.threads:
             opts.intra_op_num_threads = self.threads

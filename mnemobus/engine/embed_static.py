@@ -44,9 +44,8 @@ class StaticEmbedder:
         self._tokenizer = None
 
     def _load(self) -> None:
-        self._teacher._load()
-        self._tokenizer = self._teacher._tokenizer
-        if self._path.exists():
+        self._tokenizer = self._teacher.load_tokenizer()
+        if self._path.exists():  # the transformer itself is never loaded: it would hold ~200 MB for nothing
             self._table = np.load(self._path, mmap_mode=None)
             return
         started = time.perf_counter()
