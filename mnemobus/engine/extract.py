@@ -102,13 +102,39 @@ def _fact(subject: str, relation: str, obj: str, edge: EdgeType, sentence: str, 
     return ExtractedFact(subject, relation, obj, edge, sentence, confidence, stype, _kind(obj, otype), replaces)
 
 
+# one more item of a list after a matched object: ", tmux", ", and zsh", " and tea"
+_LIST_ITEM = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)(?P<o>[\w.+#'/-]+(?:\s+[\w.+#'/-]+){0,2}?)" + _STOP)
+# words that show a list item is really the next clause ("... and I like tea", "... and love it")
+_CLAUSE_WORDS = _NOT_NAMES | frozenset(
+    """i we me am is are was were be been have has had do does did will would can could should love loves like likes
+    hate hates use uses used think thinks want wants need needs live lives work works moved switched""".split()
+)
+
+
+def _list_items(m: re.Match[str]) -> list[str]:
+    """The further items of a list that starts at the matched object; stops at anything that reads like a clause."""
+    items: list[str] = []
+    pos = m.end()
+    while (nxt := _LIST_ITEM.match(m.string, pos)) is not None:
+        item = _clean(nxt.group("o"))
+        if not item or any(w.lower() in _CLAUSE_WORDS for w in item.split()):
+            break
+        items.append(item)
+        pos = nxt.end()
+    return items
+
+
 def _simple(relation: str, verb: str, edge: EdgeType, otype: str = "thing", stype: str = "thing"):  # noqa: ANN202
+    """One fact per object; for relations that can hold several objects at once, one per item of a list."""
+    listable = relation not in EXCLUSIVE_RELATIONS
+
     def build(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
         obj = _clean(m.group("o"))
         if not obj:
             return []
         st = "person" if subject == SPEAKER else stype
-        return [_fact(subject, relation, obj, edge, f"{subject} {verb} {obj}", stype=st, otype=otype)]
+        objects = [obj, *(_list_items(m) if listable else [])]
+        return [_fact(subject, relation, o, edge, f"{subject} {verb} {o}", stype=st, otype=otype) for o in objects]
 
     return build
 

@@ -1,0 +1,39 @@
+"""The offline extractor: the statements of the seeds become the right facts, lists become one fact per item."""
+
+from __future__ import annotations
+
+import pytest
+
+from mnemobus.engine.extract import extract_text
+
+
+def triples(text: str) -> list[tuple[str, str, str]]:
+    return [(f.subject, f.relation, f.object) for f in extract_text(text).facts]
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("I moved from Berlin to London.", [("User", "lives_in", "London")]),
+    ("I switched from vim to neovim.", [("User", "uses", "neovim")]),
+    ("Alex works on ProjectX.", [("Alex", "works_on", "ProjectX")]),
+    ("We decided to adopt pgvector.", [("User", "decided_to_adopt", "pgvector")]),
+    ("Josh prefers concise answers.", [("Josh", "prefers", "concise answers")]),
+])
+def test_the_seed_statements_become_the_right_facts(text: str, want: list[tuple[str, str, str]]) -> None:
+    assert triples(text) == want
+
+
+def test_a_list_of_objects_becomes_one_fact_per_item() -> None:
+    assert triples("I use vim, tmux and zsh every day.") == [
+        ("User", "uses", "vim"), ("User", "uses", "tmux"), ("User", "uses", "zsh")]
+    assert triples("Alex works on ProjectX and ProjectY.") == [
+        ("Alex", "works_on", "ProjectX"), ("Alex", "works_on", "ProjectY")]
+
+
+def test_a_clause_after_and_is_not_taken_for_a_list_item() -> None:
+    assert triples("I use vim and love it.") == [("User", "uses", "vim")]
+    assert triples("I live in Berlin and I work at Acme.") == [("User", "lives_in", "Berlin"), ("User", "works_at", "Acme")]
+
+
+def test_a_relation_with_one_object_at_a_time_takes_no_list() -> None:
+    """Living in three cities at once would make each a contradiction of the others: only the first is kept."""
+    assert triples("I live in Berlin, London and Paris.") == [("User", "lives_in", "Berlin")]
