@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -236,19 +236,9 @@ class BatchReads(Protocol):
     async def run_reads(self, work: Callable[[GraphStore], Awaitable[T]]) -> T: ...
 
 
-async def neighbourhood(
-    store: GraphStore,
-    group_id: GroupId,
-    entity_ids: Sequence[str],
-    *,
-    as_of: datetime,
-    max_hops: int,
-    relations: Sequence[str] | None = None,
-    edge_types: Sequence[EdgeType] | None = None,
-    limit: int = 50,
-) -> list[FactHop]:
-    """`walk` with each fact read in full: for graph traversal, where every step is shown."""
-    steps = await store.walk(group_id, entity_ids, as_of=as_of, max_hops=max_hops, relations=relations,
-                             edge_types=edge_types, limit=limit)
+async def neighbourhood(store: GraphStore, group_id: GroupId, entity_ids: Sequence[str], **walk: Any) -> list[FactHop]:
+    """`walk` (same keywords: as_of, max_hops, relations, edge_types, limit) with each fact read in full: for
+    graph traversal, where every step is shown."""
+    steps = await store.walk(group_id, entity_ids, **walk)
     facts = {f.id: f for f in await store.get_facts(group_id, [s.fact_id for s in steps])}
     return [FactHop(facts[s.fact_id], s.hop) for s in steps if s.fact_id in facts]
