@@ -337,6 +337,7 @@ def print_quality(table: Mapping[str, Mapping[str, float]], counts: Mapping[str,
 
 
 async def main() -> None:
+    from mnemobus.config import EmbeddingSettings
     from mnemobus.engine.embed import LocalOnnxEmbedder, make_embedder
 
     path = Path(os.environ.get("LOCOMO_PATH", DEFAULT_PATH))
@@ -353,7 +354,8 @@ async def main() -> None:
     base_emb = LocalOnnxEmbedder()
     base_emb.embed(["warm up"])
     systems = run_baselines(convs, base_emb)
-    provider = os.environ.get("EMBEDDER", "local")  # EMBEDDER=static measures the distilled static embedder
+    # the engine runs with the product's default embedder (static); EMBEDDER=local measures the transformer
+    provider = os.environ.get("EMBEDDER", EmbeddingSettings().provider)
     figures["engine_embedder"] = provider
     emb = make_embedder(provider, "all-MiniLM-L6-v2-int8", os.environ.get("EMBED_CACHE", "data/embeddings"))
     emb.embed(["warm up"])

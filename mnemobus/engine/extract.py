@@ -124,13 +124,22 @@ def _list_items(m: re.Match[str]) -> list[str]:
     return items
 
 
+def _verb_agrees(subject: str, m: re.Match[str]) -> bool:
+    """"I like", "Josh likes"; not "Sounds like a plan", "Events like these": there `like` is no verb of the word
+    before it, and a capitalised first word is no name."""
+    verb = m.groupdict().get("verb")
+    if verb is None:
+        return True
+    return (subject == SPEAKER) != verb.lower().endswith("s")
+
+
 def _simple(relation: str, verb: str, edge: EdgeType, otype: str = "thing", stype: str = "thing"):  # noqa: ANN202
     """One fact per object; for relations that can hold several objects at once, one per item of a list."""
     listable = relation not in EXCLUSIVE_RELATIONS
 
     def build(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
         obj = _clean(m.group("o"))
-        if not obj:
+        if not obj or not _verb_agrees(subject, m):
             return []
         st = "person" if subject == SPEAKER else stype
         objects = [obj, *(_list_items(m) if listable else [])]
@@ -189,10 +198,10 @@ _RULES: tuple[_Rule, ...] = (
           _simple("works_on", "works on", "semantic", "project", "person")),
     _rule(_SUBJ + _BE + _ADV + r"\s+(?:work|works|working|employed)\s+(?:at|for)\s+" + _OBJ,
           _simple("works_at", "works at", "hierarchical", "organization", "person")),
-    _rule(_SUBJ + _ADV + r"\s+(?:prefer|prefers)\s+" + _OBJ, _simple("prefers", "prefers", "semantic", "concept", "person")),
-    _rule(_SUBJ + _ADV + r"\s+(?:like|likes|love|loves|enjoy|enjoys)\s+" + _OBJ,
+    _rule(_SUBJ + _ADV + r"\s+(?P<verb>prefer|prefers)\s+" + _OBJ, _simple("prefers", "prefers", "semantic", "concept", "person")),
+    _rule(_SUBJ + _ADV + r"\s+(?P<verb>like|likes|love|loves|enjoy|enjoys)\s+" + _OBJ,
           _simple("likes", "likes", "semantic", "concept", "person")),
-    _rule(_SUBJ + _ADV + r"\s+(?:hate|hates|dislike|dislikes)\s+" + _OBJ,
+    _rule(_SUBJ + _ADV + r"\s+(?P<verb>hate|hates|dislike|dislikes)\s+" + _OBJ,
           _simple("dislikes", "dislikes", "semantic", "concept", "person")),
     _rule(_SUBJ + _BE + _ADV + r"\s+(?:use|uses|using)\s+" + _OBJ, _simple("uses", "uses", "semantic")),
     _rule(_SUBJ + _BE + r"\s+(?:built|written|running)\s+(?:on|with|in)\s+" + _OBJ, _simple("uses", "uses", "semantic")),

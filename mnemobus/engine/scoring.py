@@ -52,10 +52,13 @@ def retrieval_weight(count: int, boost: float) -> float:
 
 
 def fact_weight(fact: Fact, at: datetime, *, decay_rate: float, recency_rate: float, retrieval_boost: float) -> float:
-    """Ranking weight: confidence and age order facts of similar relevance; they never outweigh it.
+    """Ranking weight: confidence and age reorder facts of close relevance.
 
-    The square root keeps a month-old fact (decayed to ~0.74) within ~14% of a new one,
-    less than the gap between neighbouring ranks, so relevance decides first.
+    The square root keeps a month-old fact (decayed to ~0.74) within ~14% of a new one: with
+    rrf_k 10 that is about two ranks of one list, so a fact a month older than its rival must be
+    clearly more relevant to stay ahead. Measured both ways: a milder weight (the fourth root)
+    let old, loosely matching facts crowd the LoCoMo top 10 (hybrid recall@10 0.653 -> 0.630,
+    static embedder) and moved the Graphiti side-by-side corpus only from 0.905 to 0.915 at @5.
     """
     return (
         math.sqrt(decayed_confidence(fact, at, decay_rate))

@@ -37,3 +37,12 @@ def test_a_clause_after_and_is_not_taken_for_a_list_item() -> None:
 def test_a_relation_with_one_object_at_a_time_takes_no_list() -> None:
     """Living in three cities at once would make each a contradiction of the others: only the first is kept."""
     assert triples("I live in Berlin, London and Paris.") == [("User", "lives_in", "Berlin")]
+
+
+@pytest.mark.parametrize("text", ["Sounds like a great plan!", "Events like these are great.", "Looks like fun."])
+def test_like_as_a_preposition_makes_no_fact(text: str) -> None:
+    assert triples(text) == []
+
+
+def test_like_as_a_verb_agrees_with_its_subject() -> None:
+    assert triples("I like tea. Melanie loves painting.") == [("User", "likes", "tea"), ("Melanie", "likes", "painting")]

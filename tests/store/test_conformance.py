@@ -483,7 +483,10 @@ CORPUS = [
     ("Dave", "owns", "Bicycle", "Dave rides a red bicycle to work"),
     ("Globex", "located_in", "Paris", "Globex is based in Paris"),
 ]
-QUESTIONS = ["what does alice drink in the morning", "where is acme", "who plays chess", "bob tea", "red bicycle"]
+# each question has one clearly best fact: FTS5 (Porter, no stop list) and Lucene (English analyzer, stop words
+# dropped) normalise document length differently, so a question two facts match equally ("where is acme": one
+# word, in c0 and c5) is ordered by tokenizer detail, which is not part of the contract
+QUESTIONS = ["what does alice drink in the morning", "acme office", "who plays chess", "bob tea", "red bicycle"]
 
 
 async def _load_corpus(store: GraphStore, group: GroupId) -> list[Fact]:
