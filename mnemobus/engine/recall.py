@@ -41,10 +41,6 @@ def checked_groups(group_ids: Sequence[str]) -> tuple[GroupId, ...]:
         raise InvalidMessage("invalid_group_id", str(exc)) from exc
 
 
-def _ids(hits: Sequence[Hit]) -> list[str]:
-    return [h.id for h in hits]
-
-
 async def _each(inline: bool, calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
     """Independent reads: side by side on a networked store (round trips overlap), in turn on an inline one."""
     if inline or len(calls) < 2:
