@@ -40,8 +40,9 @@ async def test_group_token_and_join_filter_rank_the_same(tmp_path: Path, monkeyp
     try:
         for group in (GroupId("user_a"), GroupId("user_b")):
             store.bulk_load_sync(*_rows(group, 40))
+        monkeypatch.setattr(backend, "GROUP_TOKEN_RATIO", 0)  # every search filters the group on the join
         by_join = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
-        monkeypatch.setattr(backend, "FTS_TERMS_ONLY_MAX_ROWS", 0)  # every search now narrows by group token
+        monkeypatch.setattr(backend, "GROUP_TOKEN_RATIO", 10**9)  # every search narrows by the group token
         by_token = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
     finally:
         await store.close()
