@@ -117,8 +117,7 @@ def build_store(settings: Settings, dim: int) -> GraphStore:
     if store_settings.backend == "sqlite":
         from mnemobus.store.sqlite import SqliteStore
 
-        return SqliteStore(store_settings.sqlite_path, dim=dim,
-                           vector_cache_mb=getattr(store_settings, "vector_cache_mb", 512))
+        return SqliteStore(store_settings.sqlite_path, dim=dim, vector_cache_mb=store_settings.vector_cache_mb)
     if store_settings.backend == "neo4j":
         try:
             from mnemobus.store.neo4j import Neo4jStore  # type: ignore[attr-defined]
