@@ -1,17 +1,23 @@
 """mnemobus vs Graphiti, side by side: search latency p50/p95/p99 and evidence recall@5/@10 on the same graph.
 
 Run: `make bench-graphiti` (or `.venv/bin/python bench/bench_graphiti.py`); QUICK=1 for 2k facts;
-BENCH_SIZES=10k,100k picks sizes (default 10k). Needs bench/.venv-graphiti (the make target
-creates it) and the Neo4j jars (`make neo4j-jars`).
+BENCH_SIZES=10k,100k picks sizes (default 10k); EMBEDDER=static|local|hash picks the embedder of
+both systems (default: the product's, `memory.embedding.provider`); BENCH_QUERIES=N overrides the
+number of queries (default 200 at 2k, 1000 at 10k, 300 at 100k); BENCH_MERGE=1 keeps the figures
+of sizes this run did not measure in bench/results/bench_graphiti.json. Needs bench/.venv-graphiti (the
+make target creates it) and the Neo4j jars (`make neo4j-jars`).
 
 - One generated corpus with known answers: people (first + last name), places, employers,
   tools, hobbies, pets and colleagues; every fact is one sentence ("Ana Silva lives in Lisbon.")
   about one (person, relation) pair, so each query ("Where does Ana Silva live?") has exactly
   one correct fact. Each fact also has one episode (the message that stated it).
-- Vectors: every entity name and fact sentence is embedded once by the local ONNX model
-  (mnemobus.engine.embed.LocalOnnxEmbedder); both systems store the same vectors, and both
-  embed queries with that same model code (Graphiti through an EmbedderClient wrapping it,
-  bench/graphiti_side.py). No LLM anywhere: nothing is extracted, the graph is given.
+- Vectors: every entity name and fact sentence is embedded once by the chosen embedder
+  (mnemobus.engine.embed.make_embedder: `static`, the product default, a token table distilled
+  from all-MiniLM-L6-v2; `local`, that transformer itself), uncached; both systems store the same
+  vectors, and both embed queries with that same code (Graphiti through an EmbedderClient wrapping
+  it, bench/graphiti_side.py, which loads embed.py and embed_static.py by path). Every query
+  vector either side made is recorded and the two sides compared (`*_query_vector_max_abs_diff`).
+  No LLM anywhere: nothing is extracted, the graph is given.
 - mnemobus: SqliteStore.bulk_load_sync (entities, facts with vectors) plus the episodes
   through the store's transaction API; queries through MemoryEngine.recall (max_facts=10,
   max_episodes=0) with each recipe in MNEMOBUS_RECIPES (default `hybrid` = full-text + vector +
@@ -22,7 +28,10 @@ creates it) and the Neo4j jars (`make neo4j-jars`).
   queries through `Graphiti.search_` with EDGE_HYBRID_SEARCH_RRF (BM25 + cosine, RRF, no
   LLM reranker), limit 10. Same queries, same groups, same order, measured one after the other.
 - Figures: latency p50/p95/p99 per system, recall@5/@10 of the known fact, ratios
-  Graphiti / mnemobus, and the machine's load average while each system was measured.
+  Graphiti / mnemobus, the machine's load average while each system was measured, and the peak
+  resident memory (VmHWM) of each process: this one (mnemobus), the Graphiti client, Neo4j.
+- MISSES=N prints N queries that Graphiti has in its top 5 and mnemobus's headline recipe does
+  not, with both top 5s (what the recall gap is made of).
 """
 
 from __future__ import annotations
@@ -44,13 +53,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import peak_rss_mb, percentile, print_table, quick, write_results  # noqa: E402
+from common import RESULTS, percentile, print_table, quick, write_results  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent
 GRAPHITI_PY = BENCH_DIR / ".venv-graphiti" / "bin" / "python"
 K = 10
 RECIPES = os.environ.get("MNEMOBUS_RECIPES", "hybrid,text").split(",")  # the first is the headline
 NOW = datetime.now(UTC).replace(microsecond=0)
+ROOT = BENCH_DIR.parent
+# size -> (facts, groups, queries, Neo4j heap, Neo4j page cache): the page cache holds the whole graph
+SIZES = {"2k": (2_000, 1, 200, "512m", "256m"), "10k": (10_000, 1, 1000, "1g", "512m"),
+         "100k": (100_000, 10, 300, "2g", "1536m")}
 
 FIRST = """Ana Ben Carla Dmitri Elena Farid Greta Hiro Ines Jonas Kamala Lars Mei Nikolai Olga Pablo Quinn Rosa
 Samir Tara Umar Vera Wen Ximena Yusuf Zoe Aiden Bianca Chen Dara Emil Fatima Gustav Hana Ivan Jada Kofi Lena
@@ -118,26 +131,71 @@ def make_corpus(n_facts: int, n_groups: int, n_queries: int, seed: int = 9) -> d
     return {"entities": entities, "facts": facts, "queries": queries, "now": NOW.isoformat(), "k": K}
 
 
-def embed_corpus(corpus: dict, cache: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Names and fact sentences through the local model once; cached by content so reruns skip it."""
-    from mnemobus.engine.embed import LocalOnnxEmbedder
+def embedder_spec() -> dict[str, str]:
+    """EMBEDDER (default: the product's provider) with the product's model and table folder; both sides use it."""
+    from mnemobus.config import EmbeddingSettings
 
-    digest = hashlib.sha256("\n".join(e["name"] for e in corpus["entities"]).encode())
+    settings = EmbeddingSettings()
+    cache = settings.cache_dir if settings.cache_dir.is_absolute() else ROOT / settings.cache_dir
+    return {"provider": os.environ.get("EMBEDDER") or settings.provider, "model": settings.model,
+            "cache_dir": str(cache)}
+
+
+def make_bench_embedder(spec: dict[str, str], make_embedder=None):  # type: ignore[no-untyped-def]
+    """The product's make_embedder, minus its LRU cache: every query pays for its own embedding, on both sides.
+
+    graphiti_side.py passes the make_embedder of its by-path copy of mnemobus/engine/embed.py.
+    """
+    if make_embedder is None:
+        from mnemobus.engine.embed import make_embedder
+    emb = make_embedder(spec["provider"], spec["model"], spec["cache_dir"])
+    return getattr(emb, "inner", emb)  # CachedEmbedder -> the model behind it
+
+
+class RecordingEmbedder:
+    """Keeps the vector of every single-text call, so the two sides' query vectors can be compared."""
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        out = self.inner.embed(texts)
+        if len(texts) == 1:
+            self.vectors[texts[0]] = out[0]
+        return out
+
+
+def embed_corpus(corpus: dict, cache: Path, spec: dict[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """Names and fact sentences through the chosen embedder once; cached by content and embedder."""
+    emb = make_bench_embedder(spec)
+    digest = hashlib.sha256(f"{spec['provider']}/{emb.name}\n".encode())
+    digest.update("\n".join(e["name"] for e in corpus["entities"]).encode())
     digest.update("\n".join(f["fact"] for f in corpus["facts"]).encode())
-    key = f"{len(corpus['entities'])}_{len(corpus['facts'])}_{digest.hexdigest()[:12]}"
+    key = f"{spec['provider']}_{len(corpus['entities'])}_{len(corpus['facts'])}_{digest.hexdigest()[:12]}"
     ent_path, fact_path = cache / f"gbench_ent_{key}.npy", cache / f"gbench_fact_{key}.npy"
     if ent_path.exists() and fact_path.exists():
         return np.load(ent_path), np.load(fact_path)
-    emb = LocalOnnxEmbedder()
 
     def run(texts: list[str]) -> np.ndarray:
         return np.vstack([emb.embed(texts[i : i + 256]) for i in range(0, len(texts), 256)])
 
-    ent = run([e["name"] for e in corpus["entities"]])
-    fact = run([f["fact"] for f in corpus["facts"]])
+    ent = run([e["name"] for e in corpus["entities"]]).astype(np.float32)
+    fact = run([f["fact"] for f in corpus["facts"]]).astype(np.float32)
     np.save(ent_path, ent)
     np.save(fact_path, fact)
     return ent, fact
+
+
+def peak_rss_of(pid: int | str = "self") -> float | None:
+    """VmHWM (peak resident set) of one process in MiB, from /proc; None when it is gone or not Linux."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)  # kB
+    except OSError:
+        return None
+    return None
 
 
 def reset_retrieval_counts(store) -> None:
@@ -154,9 +212,9 @@ def latency_figures(samples_s: list[float]) -> dict[str, float]:
     return {f"p{q}_ms": round(percentile(ms, q), 2) for q in (50, 95, 99)}
 
 
-async def run_mnemobus(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray, root: Path, warmup: int) -> dict:
+async def run_mnemobus(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray, root: Path, warmup: int,
+                       spec: dict[str, str]) -> dict:
     from mnemobus.engine import MemoryEngine
-    from mnemobus.engine.embed import LocalOnnxEmbedder
     from mnemobus.groups import GroupId
     from mnemobus.store.model import Entity, Episode, Fact, RecallQuery
     from mnemobus.store.sqlite import SqliteStore
@@ -183,7 +241,7 @@ async def run_mnemobus(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray
                              reference_time=datetime.fromisoformat(f["valid_at"]))
                 await txn.insert_episode(ep, screened=False, embedding=fact_vecs[j])
     load_s = time.perf_counter() - t
-    emb = LocalOnnxEmbedder()  # uncached, like the Graphiti side: every query pays for its embedding
+    emb = RecordingEmbedder(make_bench_embedder(spec))  # uncached, like the Graphiti side
     emb.embed(["warm up"])
     engine = MemoryEngine(store, embedder=emb)
     queries = corpus["queries"]
@@ -207,51 +265,88 @@ async def run_mnemobus(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray
         out[f"mnemobus_{recipe}"] = {"latencies_s": lat, "retrieved": retrieved, "load_s": round(load_s, 2),
                                      "load": load}
     await engine.close()
+    out["query_vectors"] = emb.vectors
     return out
 
 
-def run_graphiti(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray, root: Path, warmup: int) -> dict:
+def run_graphiti(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray, root: Path, warmup: int,
+                 spec: dict[str, str], heap: str, pagecache: str) -> dict:
     from mnemobus.neo4j_local import LocalNeo4j
 
     if not GRAPHITI_PY.exists():
         raise SystemExit(f"{GRAPHITI_PY} is missing: run `make bench-graphiti` (it creates the Graphiti venv)")
-    (root / "corpus.json").write_text(json.dumps({**corpus, "warmup": warmup}))
+    (root / "corpus.json").write_text(json.dumps({**corpus, "warmup": warmup, "embedder": spec}))
     np.save(root / "entity_vectors.npy", ent_vecs)
     np.save(root / "fact_vectors.npy", fact_vecs)
-    with LocalNeo4j() as neo:
+    with LocalNeo4j(heap=heap, pagecache=pagecache) as neo:
+        assert neo.proc is not None
+        print(f"    neo4j pid {neo.proc.pid} on {neo.uri} (heap {heap}, page cache {pagecache})", flush=True)
+        # stderr passes through (progress lines); stdout is kept for the error message
         proc = subprocess.run([str(GRAPHITI_PY), str(BENCH_DIR / "graphiti_side.py"), str(root), neo.uri],
-                              capture_output=True, text=True, timeout=3600)
+                              stdout=subprocess.PIPE, text=True, timeout=4 * 3600)
         rss = neo.rss_bytes()
+        neo_peak = peak_rss_of(neo.proc.pid)
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout)[-3000:]
-        raise RuntimeError(f"graphiti side failed (exit {proc.returncode}):\n{tail}")
+        raise RuntimeError(f"graphiti side failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
     out = json.loads((root / "graphiti_out.json").read_text())
     out["neo4j_rss_mb"] = round(rss / 2**20, 1) if rss else None
+    out["neo4j_peak_rss_mb"] = neo_peak
+    qv = root / "graphiti_query_vectors.npy"
+    if qv.exists():
+        out["query_vectors"] = dict(zip(out.pop("query_vector_texts"), np.load(qv), strict=True))
     return out
 
 
+def vector_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[int, float | None]:
+    """How many query texts both sides embedded, and the largest difference between their vectors."""
+    common = [t for t in a if t in b]
+    if not common:
+        return 0, None
+    return len(common), float(max(np.abs(np.asarray(a[t]) - np.asarray(b[t])).max() for t in common))
+
+
+def print_misses(corpus: dict, mine: list[list[str]], theirs: list[list[str]], limit: int) -> None:
+    """Queries Graphiti answers in its top 5 and mnemobus does not, with both top 5s."""
+    facts = {f["id"]: f["fact"] for f in corpus["facts"]}
+    shown = 0
+    for q, m, g in zip(corpus["queries"], mine, theirs, strict=True):
+        if shown >= limit or q["answer"] in m[:5] or q["answer"] not in g[:5]:
+            continue
+        shown += 1
+        rank = m.index(q["answer"]) + 1 if q["answer"] in m else None
+        print(f"\n  MISS {q['text']!r} -> {facts[q['answer']]!r} (mnemobus rank {rank})")
+        for name, ids in (("mnemobus", m), ("graphiti", g)):
+            print(f"    {name}: " + " | ".join(("*" if i == q["answer"] else "") + facts.get(i, i) for i in ids[:5]))
+
+
 async def main() -> None:
-    sizes = {"2k": (2_000, 1), "10k": (10_000, 1), "100k": (100_000, 10)}
     chosen = os.environ.get("BENCH_SIZES", "2k" if quick() else "10k").split(",")
-    n_queries = 200 if quick() else 1000
     warmup = 20
-    figures: dict = {"k": K, "queries": n_queries}
+    spec = embedder_spec()
+    figures: dict = {"k": K, "embedder": spec["provider"], "embedder_model": spec["model"]}
     cache = Path(os.environ.get("BENCH_TMP", tempfile.gettempdir()))
+    misses = int(os.environ.get("MISSES", "0"))
     for label in chosen:
-        n_facts, n_groups = sizes[label]
+        n_facts, n_groups, n_queries, heap, pagecache = SIZES[label]
+        n_queries = int(os.environ.get("BENCH_QUERIES", n_queries))
         corpus = make_corpus(n_facts, n_groups, n_queries)
         t = time.perf_counter()
-        ent_vecs, fact_vecs = embed_corpus(corpus, cache)
+        ent_vecs, fact_vecs = embed_corpus(corpus, cache, spec)
         figures[f"{label}_embed_corpus_s"] = round(time.perf_counter() - t, 1)
         figures[f"{label}_facts"] = len(corpus["facts"])
         figures[f"{label}_entities"] = len(corpus["entities"])
         figures[f"{label}_groups"] = n_groups
+        figures[f"{label}_queries"] = len(corpus["queries"])
+        figures[f"{label}_embedder"] = spec["provider"]
+        figures[f"{label}_neo4j_heap"], figures[f"{label}_neo4j_pagecache"] = heap, pagecache
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
             root = Path(tmp)
-            results = await run_mnemobus(corpus, ent_vecs, fact_vecs, root, warmup)
+            results = await run_mnemobus(corpus, ent_vecs, fact_vecs, root, warmup, spec)
+            mine_vectors = results.pop("query_vectors")
+            figures[f"{label}_mnemobus_process_peak_rss_mb"] = peak_rss_of()
             print(f"  {label}: mnemobus done", flush=True)
             try:
-                results["graphiti"] = run_graphiti(corpus, ent_vecs, fact_vecs, root, warmup)
+                results["graphiti"] = run_graphiti(corpus, ent_vecs, fact_vecs, root, warmup, spec, heap, pagecache)
             except Exception as exc:  # the exact error goes into the results
                 figures[f"{label}_graphiti_error"] = str(exc)[-2000:]
                 print(f"  {label}: graphiti FAILED: {exc}", flush=True)
@@ -266,22 +361,36 @@ async def main() -> None:
         if "graphiti" in results:
             g = results["graphiti"]
             figures[f"{label}_graphiti_version"] = g.get("graphiti_core_version")
+            figures[f"{label}_graphiti_embedder"] = g.get("embedder")
             figures[f"{label}_graphiti_errors"] = g.get("error_count", 0)
             if g.get("errors"):
                 figures[f"{label}_graphiti_first_error"] = g["errors"][0]
             figures[f"{label}_graphiti_edges_in_neo4j"] = g.get("edges_in_neo4j")
+            figures[f"{label}_graphiti_process_peak_rss_mb"] = g.get("peak_rss_mb")
             figures[f"{label}_neo4j_rss_mb"] = g.get("neo4j_rss_mb")
+            figures[f"{label}_neo4j_peak_rss_mb"] = g.get("neo4j_peak_rss_mb")
+            n_common, diff = vector_diff(mine_vectors, g.get("query_vectors", {}))
+            figures[f"{label}_query_vectors_compared"] = n_common
+            figures[f"{label}_query_vector_max_abs_diff"] = diff
             for recipe in RECIPES:
                 for q in (50, 95, 99):
                     m = figures[f"{label}_mnemobus_{recipe}_p{q}_ms"]
                     figures[f"{label}_ratio_p{q}_graphiti_over_mnemobus_{recipe}"] = round(
                         figures[f"{label}_graphiti_p{q}_ms"] / m, 2)
-    # VmHWM of this process (the mnemobus half); getrusage's ru_maxrss gave an implausible 55 GB here once
-    hwm = [ln.split()[1] for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("VmHWM")]
-    figures["mnemobus_process_peak_rss_mb"] = round(int(hwm[0]) / 1024, 1) if hwm else round(peak_rss_mb(), 1)
+            if misses:
+                print_misses(corpus, results[f"mnemobus_{RECIPES[0]}"]["retrieved"], g["retrieved"], misses)
+    # VmHWM of this process: mnemobus, its store and its embedder (Graphiti and Neo4j are other processes)
+    figures["mnemobus_process_peak_rss_mb"] = peak_rss_of()
+    merge = os.environ.get("BENCH_MERGE", "") not in ("", "0")
+    earlier = RESULTS / "bench_graphiti.json"
+    counts = {**(json.loads(earlier.read_text()) if merge and earlier.exists() else {}), **figures}
+    # one line for the report: the query count differs per size
+    figures["queries"] = ", ".join(f"{counts[f'{label}_queries']} at {label}" for label in SIZES
+                                   if f"{label}_queries" in counts)
     print_table("Graphiti vs mnemobus: search latency and evidence recall (same graph, same queries)", figures)
     write_results("bench_graphiti", figures,
-                  baseline="Graphiti 0.31 search_ (EDGE_HYBRID_SEARCH_RRF, no LLM) on Neo4j 5.26, same facts/vectors")
+                  baseline="Graphiti 0.31 search_ (EDGE_HYBRID_SEARCH_RRF, no LLM) on Neo4j 5.26, same facts/vectors",
+                  merge=merge)
 
 
 if __name__ == "__main__":

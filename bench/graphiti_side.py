@@ -3,13 +3,16 @@
 Usage (bench_graphiti.py does this): bench/.venv-graphiti/bin/python bench/graphiti_side.py <corpus dir> <neo4j uri>
 
 Reads the corpus the other half wrote (entities, facts, episodes, their vectors from the
-local ONNX model, the queries), loads it into Neo4j as Graphiti EntityNode / EntityEdge /
-EpisodicNode objects through graphiti-core's own bulk writer (no LLM: nothing is extracted,
-every vector is given), then times Graphiti's own search (`Graphiti.search_` with the
+chosen embedder, the queries), loads it into Neo4j as Graphiti EntityNode / EntityEdge /
+EpisodicNode objects through graphiti-core's own bulk writer, in batches (no LLM: nothing is
+extracted, every vector is given), then times Graphiti's own search (`Graphiti.search_` with the
 EDGE_HYBRID_SEARCH_RRF recipe: BM25 + cosine over facts, RRF, no cross-encoder) on the same
-queries and groups, the query embedded by an EmbedderClient that wraps the same ONNX model
-code mnemobus uses (mnemobus/engine/embed.py, loaded by path so no project dependency is
-needed here). Writes <corpus dir>/graphiti_out.json.
+queries and groups, the query embedded by an EmbedderClient that wraps the same embedder code
+mnemobus uses: mnemobus/engine/embed.py and embed_static.py, loaded by path (registered under
+their own module names, so embed_static's `from mnemobus.engine.embed import ...` finds the
+by-path module and the engine package, with its dependencies, is never imported), built by
+bench_graphiti.make_bench_embedder from the same spec. Writes <corpus dir>/graphiti_out.json
+and the vector of every query it embedded to graphiti_query_vectors.npy.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import logging
 import os
 import sys
 import time
@@ -25,6 +29,12 @@ from pathlib import Path
 
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 os.environ.setdefault("OPENAI_API_KEY", "unused-no-llm-calls")  # the default clients want a key at construction
+# Graphiti's queries read `e.reference_time`, which bulk-written edges lack: one server warning per search
+logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
+# build_indices_and_constraints creates its indexes side by side and logs each race it loses ("an equivalent
+# index already exists"): harmless, and 30 multi-line errors per run would bury the bench's own output
+logging.getLogger("graphiti_core.driver.neo4j_driver").addFilter(
+    lambda record: "EquivalentSchemaRuleAlreadyExists" not in record.getMessage())
 
 import numpy as np  # noqa: E402
 from graphiti_core import Graphiti  # noqa: E402
@@ -35,27 +45,54 @@ from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode  # noqa: E
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF  # noqa: E402
 from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+from bench_graphiti import make_bench_embedder, peak_rss_of  # noqa: E402  (numpy and bench/common only)
+
+BATCH = 2000  # facts (and their episodes) per bulk write: one transaction each
 
 
-def _load_embed_module():
-    """mnemobus/engine/embed.py by path: the very same model code, without importing the engine package."""
-    sys.path.insert(0, str(ROOT))  # for `mnemobus.errors`, which imports nothing
-    spec = importlib.util.spec_from_file_location("mnemobus_embed_for_graphiti", ROOT / "mnemobus/engine/embed.py")
+def _load_by_path(name: str, relative: str):  # type: ignore[no-untyped-def]
+    """One project module from its file, registered under its own name (before it runs, as imports expect)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module
 
 
-class LocalOnnxEmbedderClient(EmbedderClient):
-    """Graphiti's embedder interface over mnemobus's LocalOnnxEmbedder (all-MiniLM-L6-v2 int8, 384-d)."""
+def load_embed_modules():  # type: ignore[no-untyped-def]
+    """mnemobus/engine/embed.py and embed_static.py by path: the very same code, without the engine package.
 
-    def __init__(self) -> None:
-        self.model = _load_embed_module().LocalOnnxEmbedder()
+    `mnemobus` itself (a docstring and a version) and `mnemobus.errors` (no imports) come from the
+    project folder; `mnemobus.engine` is never imported, because both modules are in sys.modules first.
+    """
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    embed = _load_by_path("mnemobus.engine.embed", "mnemobus/engine/embed.py")
+    _load_by_path("mnemobus.engine.embed_static", "mnemobus/engine/embed_static.py")
+    return embed
+
+
+class MnemobusEmbedderClient(EmbedderClient):
+    """Graphiti's embedder interface over the embedder mnemobus uses in this run (static or local, 384-d)."""
+
+    def __init__(self, spec: dict[str, str]) -> None:
+        self.model = make_bench_embedder(spec, load_embed_modules().make_embedder)
+        self.vectors: dict[str, np.ndarray] = {}  # every query embedded, to compare with the mnemobus side
 
     async def create(self, input_data) -> list[float]:  # type: ignore[override]
-        text = input_data if isinstance(input_data, str) else list(input_data)[0]
-        return self.model.embed([str(text)])[0].tolist()
+        text = str(input_data if isinstance(input_data, str) else list(input_data)[0])
+        vec = self.model.embed([text])[0]
+        self.vectors[text] = vec
+        return vec.tolist()
 
     async def create_batch(self, input_data_list: list[str]) -> list[list[float]]:
         return self.model.embed(list(input_data_list)).tolist()
@@ -76,10 +113,11 @@ async def main(corpus: Path, uri: str) -> None:
     meta = json.loads((corpus / "corpus.json").read_text())
     ent_vecs = np.load(corpus / "entity_vectors.npy")
     fact_vecs = np.load(corpus / "fact_vectors.npy")
-    embedder = LocalOnnxEmbedderClient()
+    embedder = MnemobusEmbedderClient(meta["embedder"])
     embedder.model.embed(["warm up"])
     graphiti = Graphiti(uri, "neo4j", "unused", embedder=embedder, cross_encoder=NoReranker())
-    out: dict = {"graphiti_core_version": __import__("importlib.metadata").metadata.version("graphiti-core")}
+    out: dict = {"graphiti_core_version": __import__("importlib.metadata").metadata.version("graphiti-core"),
+                 "embedder": f"{meta['embedder']['provider']}:{embedder.model.name}"}
     try:
         t = time.perf_counter()
         await graphiti.build_indices_and_constraints()
@@ -87,25 +125,37 @@ async def main(corpus: Path, uri: str) -> None:
         out["indices_s"] = round(time.perf_counter() - t, 2)
 
         created = datetime.fromisoformat(meta["now"])
-        entities = [EntityNode(uuid=e["id"], name=e["name"], group_id=e["group"], labels=["Entity"],
-                               name_embedding=ent_vecs[i].tolist(), summary="", created_at=created)
-                    for i, e in enumerate(meta["entities"])]
-        episodes = [EpisodicNode(uuid=f["episode_id"], name=f["episode_id"], group_id=f["group"],
-                                 source=EpisodeType.message, source_description="bench",
-                                 content=f"user: {f['fact']}", valid_at=_dt(f["valid_at"]) or created,
-                                 created_at=created, entity_edges=[f["id"]])
-                    for f in meta["facts"]]
-        edges = [EntityEdge(uuid=f["id"], group_id=f["group"], source_node_uuid=f["subject_id"],
-                            target_node_uuid=f["object_id"], name=f["relation"], fact=f["fact"],
-                            fact_embedding=fact_vecs[i].tolist(), episodes=[f["episode_id"]],
-                            valid_at=_dt(f["valid_at"]), invalid_at=None, created_at=created)
-                 for i, f in enumerate(meta["facts"])]
+
+        def entity(i: int, e: dict) -> EntityNode:
+            return EntityNode(uuid=e["id"], name=e["name"], group_id=e["group"], labels=["Entity"],
+                              name_embedding=ent_vecs[i].tolist(), summary="", created_at=created)
+
+        def episode(f: dict) -> EpisodicNode:
+            return EpisodicNode(uuid=f["episode_id"], name=f["episode_id"], group_id=f["group"],
+                                source=EpisodeType.message, source_description="bench",
+                                content=f"user: {f['fact']}", valid_at=_dt(f["valid_at"]) or created,
+                                created_at=created, entity_edges=[f["id"]])
+
+        def edge(i: int, f: dict) -> EntityEdge:
+            return EntityEdge(uuid=f["id"], group_id=f["group"], source_node_uuid=f["subject_id"],
+                              target_node_uuid=f["object_id"], name=f["relation"], fact=f["fact"],
+                              fact_embedding=fact_vecs[i].tolist(), episodes=[f["episode_id"]],
+                              valid_at=_dt(f["valid_at"]), invalid_at=None, created_at=created)
+
+        # built batch by batch: 100k edges as pydantic objects with 384 Python floats each would hold ~1.5 GB
         t = time.perf_counter()
-        await add_nodes_and_edges_bulk(graphiti.driver, [], [], entities, [], embedder)
-        step = 1000
-        for i in range(0, len(edges), step):
-            await add_nodes_and_edges_bulk(graphiti.driver, episodes[i : i + step], [], [], edges[i : i + step], embedder)
-        await graphiti.driver.execute_query("CALL db.awaitIndexes(300)")
+        ents, facts = meta["entities"], meta["facts"]
+        for i in range(0, len(ents), BATCH):
+            batch = [entity(j, e) for j, e in enumerate(ents[i : i + BATCH], start=i)]
+            await add_nodes_and_edges_bulk(graphiti.driver, [], [], batch, [], embedder)
+        for i in range(0, len(facts), BATCH):
+            part = facts[i : i + BATCH]
+            await add_nodes_and_edges_bulk(graphiti.driver, [episode(f) for f in part], [], [],
+                                           [edge(j, f) for j, f in enumerate(part, start=i)], embedder)
+            if (i // BATCH) % 10 == 9:
+                print(f"    graphiti: {i + len(part)} / {len(facts)} facts written, {time.perf_counter() - t:.0f} s",
+                      file=sys.stderr, flush=True)
+        await graphiti.driver.execute_query("CALL db.awaitIndexes(600)")
         out["load_s"] = round(time.perf_counter() - t, 2)
         records, _, _ = await graphiti.driver.execute_query("MATCH ()-[e:RELATES_TO]->() RETURN count(e) AS n")
         out["edges_in_neo4j"] = records[0]["n"]
@@ -130,6 +180,11 @@ async def main(corpus: Path, uri: str) -> None:
                    load=round((load0 + os.getloadavg()[0]) / 2, 2))
     finally:
         await graphiti.close()
+    texts = list(embedder.vectors)
+    out["query_vector_texts"] = texts
+    np.save(corpus / "graphiti_query_vectors.npy", np.array([embedder.vectors[t] for t in texts], dtype=np.float32)
+            .reshape(len(texts), -1))
+    out["peak_rss_mb"] = peak_rss_of()  # the Graphiti client: its objects, the driver, the embedder
     (corpus / "graphiti_out.json").write_text(json.dumps(out))
 
 

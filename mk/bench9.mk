@@ -1,7 +1,7 @@
 # Issue 9: retrieval quality on LoCoMo, Graphiti side by side, and bench/report.md.
 #   make bench-locomo     recall@5/@10 per LoCoMo category: mnemobus vs BM25 vs vector (QUICK=1: one conversation)
 #   make bench-graphiti   search latency p50/p95/p99 + recall vs Graphiti 0.31 on Neo4j (QUICK=1: 2k facts;
-#                         BENCH_SIZES=10k,100k for more sizes)
+#                         BENCH_SIZES=10k,100k for more sizes; EMBEDDER=static|local, default: the product's)
 #   make bench-report     bench/report.md + bench/recall_latency.png from bench/results/*.json
 # Graphiti and matplotlib live in their own venv (bench/.venv-graphiti) so the project's deps stay clean.
 
