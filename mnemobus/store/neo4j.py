@@ -19,7 +19,12 @@ Why the choices:
   carry the 3 KiB embeddings, and times travel as epoch microseconds (decoding
   driver DateTime objects cost more than the queries).
 - Reads are single auto-commit queries (one round trip; a managed transaction needs
-  two), retried here on transient errors since reads are idempotent.
+  two), retried here on transient errors since reads are idempotent. The reads of a
+  recall that are issued side by side share round trips: those queued in one event-loop
+  turn go as one statement of `CALL {}` parts (HNSW queries each in a statement of their
+  own, sent alongside, so the server works on them in parallel). See `_qc`.
+- Retrieval counts are kept in memory and written in one statement at most a second
+  later (and at close), so recall never waits on a write; reads here add what is held.
 - An episode's writes go through one explicit transaction that the engine drives;
   they are queued and sent as one UNWIND statement at commit, or earlier when a read
   in the same transaction could see them (see _Neo4jWriteTxn). Nothing is
@@ -36,6 +41,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -46,15 +52,22 @@ from neo4j import exceptions as nx
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
 from mnemobus.migrate import GroupExport
-from mnemobus.store.contract import DeleteCounts, FactHop, Hit, Vector
+from mnemobus.store.contract import DeleteCounts, Hit, Step, Vector
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
 
 MIN_VERSION = (5, 18)
 EMBEDDING_DIM = 384
 ANN_OVERSAMPLE = 3  # neighbours asked per result wanted, after scaling by the group's share of the index
-ANN_MAX = 10_000
-EXACT_SCAN_MAX = 2_000  # groups up to this many vectors are scanned exactly (a few ms)
+ANN_MAX = 10_000  # a group needing more neighbours than this from the shared index is scanned exactly
+# Exact scan or HNSW, by cost. Measured on 5.26 (2 cores): an exact scan costs ~30 us a row (each
+# 384-float embedding is a chain of property blocks); an HNSW query ~20-40 ms at k=90 (one search per
+# Lucene segment, and vector indexes merge segments only 50 at a time) plus ~60 us per neighbour asked.
+# In units of one scanned row: exact = rows of the group, HNSW = EXACT_SCAN_MAX + 2 * neighbours.
+EXACT_SCAN_MAX = 600
 SHARE_TTL_S = 60.0
+RETRIEVAL_FLUSH_S = 1.0  # retrieval counts are written at most this long after they happen
+RETRIEVAL_BACKLOG = 1000  # ... or as soon as this many facts wait
+DELETE_BATCH = 10_000  # rows of one kind per transaction when a group is deleted
 
 T = TypeVar("T")
 
@@ -343,8 +356,10 @@ class _Neo4jWriteTxn:
     the episode is still all-or-nothing.
     """
 
-    def __init__(self, tx: AsyncTransaction) -> None:
+    def __init__(self, tx: AsyncTransaction,
+                 with_pending: Callable[[str, list[Fact]], list[Fact]] = lambda g, facts: facts) -> None:
         self._tx = tx
+        self._with_pending = with_pending  # retrieval counts the store holds but has not written yet
         self._p = _Pending()
         self.round_trips = 0
 
@@ -452,7 +467,7 @@ class _Neo4jWriteTxn:
                for x in rows):
             await self.flush()
             rows = await self._run(query, g=group_id, s=subject_id, rel=relation)
-        return [_fact(x["r"], x["sn"], x["on"]) for x in rows]
+        return self._with_pending(group_id, [_fact(x["r"], x["sn"], x["on"]) for x in rows])
 
     async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
         self._p.facts.append({k: v for k, v in _fact_params(fact, embedding).items() if v is not None})
@@ -475,6 +490,30 @@ class _Neo4jWriteTxn:
         self._p.fact_ids.add(fact_id)
 
 
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+MAX_COALESCED = 16  # reads per combined statement
+LANE_ANN = 1  # HNSW queries, each sent alone: one costs more than all the other reads of a recall together
+
+
+def _combine(reads: Sequence[tuple[str, tuple[str, ...], dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    """Several constant read queries as one statement returning one row, column mb_b<i> = query i's rows.
+
+    Every subquery's rows are collected in the order the subquery returns them, inside a subquery
+    of its own (aggregating without grouping keys, so an empty answer still yields one row, []);
+    parameters are renamed b<i>_<name> so the reads cannot clash.
+    """
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    done: list[str] = []
+    for i, (query, cols, ps) in enumerate(reads):
+        text = _PARAM.sub(lambda m, i=i: f"$b{i}_{m.group(1)}", query)
+        params.update({f"b{i}_{k}": v for k, v in ps.items()})
+        row = "{" + ", ".join(f"{c}: {c}" for c in cols) + "}"
+        parts.append(f"CALL {{ CALL {{ {text} }} RETURN collect({row}) AS mb_b{i} }}")
+        done.append(f"mb_b{i}")
+    return " ".join(parts) + " RETURN " + ", ".join(done), params
+
+
 class Neo4jStore:
     """GraphStore on Neo4j 5.18+ (5.26 LTS tested), over the async driver."""
 
@@ -490,6 +529,7 @@ class Neo4jStore:
         connect_timeout_s: float = 30.0,
         max_retry_time_s: float = 5.0,
         ensure_schema: bool = True,
+        coalesce_reads: bool = True,
     ) -> None:
         """`ensure_schema=False` skips creating constraints and indexes at open: for a database whose
         schema an administrator manages (the connecting user may lack schema rights), and for
@@ -504,6 +544,14 @@ class Neo4jStore:
         self._write_lock = asyncio.Lock()
         self._shares: dict[tuple[str, str], tuple[float, int, int]] = {}
         self.server_version: tuple[int, ...] = ()
+        self.coalesce_reads = coalesce_reads
+        self._queued: list[tuple[str, tuple[str, ...], dict[str, Any], asyncio.Future[Any], int]] = []
+        self.read_lanes = True
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._refreshing: set[tuple[str, str]] = set()
+        # retrieval counts not yet written: (group, fact id) -> count (see mark_retrieved)
+        self._retrievals: dict[tuple[str, str], int] = {}
+        self._retrieval_task: asyncio.Task[None] | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> Neo4jStore:
@@ -586,6 +634,26 @@ class Neo4jStore:
             await driver.execute_query("CALL db.awaitIndexes(300)", database_=self.database)
 
     async def close(self) -> None:
+        task, self._retrieval_task = self._retrieval_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except BaseException:  # noqa: BLE001 - its work is finished just below
+                pass
+        if self._driver is not None:
+            try:
+                await self.flush_retrievals()
+            except StoreUnavailable:
+                pass  # the server is gone: counts not yet written are lost, as documented
+        for t in list(self._tasks):
+            t.cancel()
+        self._tasks.clear()
+        for queued in self._queued:
+            fut = queued[3]
+            if not fut.done():
+                fut.set_exception(StoreUnavailable("the Neo4j store was closed"))
+        self._queued = []
         driver, self._driver = self._driver, None
         if driver is not None:
             await driver.close()
@@ -637,6 +705,88 @@ class Neo4jStore:
             except _TRANSIENT as exc:
                 raise StoreUnavailable(f"Neo4j read failed: {type(exc).__name__}: {exc}") from exc
 
+    async def _qc(self, query: str, cols: tuple[str, ...], *, lane: int = 0, **params: Any) -> list[dict[str, Any]]:
+        """A read that may share its round trip with the other reads issued in the same event-loop turn.
+
+        Recall asks for up to six candidate lists at once, then for facts and episodes at once.
+        Each Bolt round trip costs 1-2 ms of driver work on loopback (several under load, far more
+        across a network), and two cores cannot overlap much of it, so reads queued in one turn
+        are sent as one statement: each becomes a `CALL { ... }` whose rows are collected into one
+        list column (`cols` names the query's columns). The query text is constant; only its
+        parameter names are rewritten apart. When the combined statement fails for a reason other
+        than a transient one, each read is retried on its own so one bad read fails only itself.
+        Reads of different `lane`s go in separate statements, sent side by side, and LANE_ANN reads
+        each alone: the server runs one statement on one thread, and an HNSW query costs more than
+        all the other reads of a recall together, so on its own it overlaps them.
+        """
+        if not self.coalesce_reads:
+            return await self._q(query, **params)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
+        self._queued.append((query, cols, params, fut, lane if self.read_lanes else 0))
+        if len(self._queued) == 1:
+            # runs after every task already scheduled for this turn: recall's sibling tasks enqueue first
+            loop.call_soon(self._send_queued)
+        return await fut
+
+    def _send_queued(self) -> None:
+        queued, self._queued = self._queued, []
+        lanes: dict[int, list[tuple[str, tuple[str, ...], dict[str, Any], asyncio.Future[Any]]]] = {}
+        for query, cols, params, fut, lane in queued:
+            if not fut.done():  # a cancelled caller no longer wants its rows
+                lanes.setdefault(lane, []).append((query, cols, params, fut))
+        for lane, batch in lanes.items():
+            size = 1 if lane == LANE_ANN else MAX_COALESCED
+            for i in range(0, len(batch), size):
+                task = asyncio.get_running_loop().create_task(self._run_batch(batch[i : i + size]))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _run_batch(self, batch: list[tuple[str, tuple[str, ...], dict[str, Any], asyncio.Future[Any]]]) -> None:
+        try:
+            await self._answer_batch(batch)
+        finally:  # cancelled (the store is closing) or failed unexpectedly: no caller may wait forever
+            for *_, fut in batch:
+                if not fut.done():
+                    fut.set_exception(StoreUnavailable("the read was abandoned: the Neo4j store is closing"))
+
+    async def _answer_batch(self, batch: list[tuple[str, tuple[str, ...], dict[str, Any], asyncio.Future[Any]]]) -> None:
+        def settle(fut: asyncio.Future[Any], result: Any = None, exc: BaseException | None = None) -> None:
+            if fut.done():
+                return
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+
+        if len(batch) == 1:
+            query, _, params, fut = batch[0]
+            try:
+                settle(fut, await self._q(query, **params))
+            except Exception as exc:  # noqa: BLE001 - handed to the caller
+                settle(fut, exc=exc)
+            return
+        text, merged = _combine([(q, c, p) for q, c, p, _ in batch])
+        try:
+            rows = await self._q(text, **merged)
+        except StoreUnavailable as exc:
+            for *_, fut in batch:
+                settle(fut, exc=StoreUnavailable(str(exc)))
+            return
+        except Exception:  # noqa: BLE001 - one read's own error: each read alone, so only it fails
+            for query, _, params, fut in batch:
+                try:
+                    settle(fut, await self._q(query, **params))
+                except Exception as exc:  # noqa: BLE001
+                    settle(fut, exc=exc)
+            return
+        if len(rows) != 1:  # cannot happen (every part yields exactly one row); never leave a caller waiting
+            for *_, fut in batch:
+                settle(fut, exc=StoreUnavailable(f"Neo4j answered a combined read with {len(rows)} rows"))
+            return
+        for i, (*_, fut) in enumerate(batch):
+            settle(fut, rows[0][f"mb_b{i}"])
+
     # -- episodes -----------------------------------------------------------------
 
     async def get_episode(self, group_id: GroupId, episode_id: str) -> Episode | None:
@@ -668,22 +818,47 @@ class Neo4jStore:
         return int(rows[0]["c"])
 
     async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
-        rows = await self._q(
+        if not episode_ids:
+            return []
+        rows = await self._qc(
             "UNWIND range(0, size($ids) - 1) AS i MATCH (n:Episode {id: $ids[i], group_id: $g}) "
-            f"RETURN {_N_EPISODE} AS n ORDER BY i",
+            f"RETURN {_N_EPISODE} AS n ORDER BY i", ("n",),
             ids=list(episode_ids), g=group_id,
         )
         return [_episode(r["n"]) for r in rows]
 
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
-        async def work(tx: AsyncManagedTransaction) -> DeleteCounts:
-            f = await _data(tx, "MATCH ()-[r:FACT {group_id: $g}]->() DELETE r RETURN count(r) AS c", {"g": group_id})
-            e = await _data(tx, "MATCH (n:Entity {group_id: $g}) DETACH DELETE n RETURN count(n) AS c", {"g": group_id})
-            await _data(tx, "MATCH (n:Alias {group_id: $g}) DETACH DELETE n", {"g": group_id})
-            p = await _data(tx, "MATCH (n:Episode {group_id: $g}) DETACH DELETE n RETURN count(n) AS c", {"g": group_id})
-            return DeleteCounts(episodes=p[0]["c"], entities=e[0]["c"], facts=f[0]["c"])
+        """Remove the group in transactions of at most DELETE_BATCH rows of a kind.
 
-        return await self._write(work)
+        A group that fits in one batch goes in one transaction, as before. A larger one
+        cannot: the transaction state of 100k deleted facts exceeded the server's
+        transaction memory limit (dbms.memory.transaction.total.max, 70% of a 1 GiB heap).
+        Facts go first, then entities, aliases and episodes; a failure part-way leaves a
+        smaller group, and calling again finishes the job.
+        """
+        for key in [k for k in self._retrievals if k[0] == group_id]:
+            del self._retrievals[key]
+
+        async def work(tx: AsyncManagedTransaction) -> tuple[int, int, int, bool]:
+            p = {"g": group_id, "n": DELETE_BATCH}
+            f = (await _data(tx, "MATCH ()-[r:FACT {group_id: $g}]->() WITH r LIMIT $n DELETE r RETURN count(r) AS c", p))[0]["c"]
+            if f >= DELETE_BATCH:
+                return f, 0, 0, False
+            e = (await _data(tx, "MATCH (n:Entity {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
+            if e >= DELETE_BATCH:
+                return f, e, 0, False
+            a = (await _data(tx, "MATCH (n:Alias {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
+            if a >= DELETE_BATCH:
+                return f, e, 0, False
+            ep = (await _data(tx, "MATCH (n:Episode {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
+            return f, e, ep, ep < DELETE_BATCH
+
+        facts = entities = episodes = 0
+        while True:
+            f, e, ep, done = await self._write(work)
+            facts, entities, episodes = facts + f, entities + e, episodes + ep
+            if done:
+                return DeleteCounts(episodes=episodes, entities=entities, facts=facts)
 
     async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
         """Forget one episode (a user's "delete that message"), in one transaction.
@@ -744,7 +919,7 @@ class Neo4jStore:
                 async with self._drv().session(database=self.database) as s:
                     tx = await s.begin_transaction()
                     try:
-                        wtx = _Neo4jWriteTxn(tx)
+                        wtx = _Neo4jWriteTxn(tx, self._with_pending)
                         yield wtx
                         await wtx.flush()
                     except BaseException:
@@ -774,13 +949,13 @@ class Neo4jStore:
             return []
         fetch = max(4 * k, 50)
         while True:
-            rows = await self._q(
+            rows = await self._qc(
                 "CALL db.index.fulltext.queryRelationships('mb_fact_text', $q, {limit: $fetch}) "
                 "YIELD relationship AS r, score WITH collect([r, score]) AS hits "
                 "RETURN size(hits) AS raw, [h IN hits WHERE h[0].group_id = $g "
                 "AND (h[0].valid_at IS NULL OR h[0].valid_at <= $as_of) "
                 "AND (h[0].invalid_at IS NULL OR $as_of < h[0].invalid_at) | [h[0].id, h[1]]][..$k] AS rows",
-                q=f"+gk:{group_key(group_id)} +({q})", g=group_id, as_of=_utc(as_of), k=k, fetch=fetch,
+                ("raw", "rows"), q=f"+gk:{group_key(group_id)} +({q})", g=group_id, as_of=_utc(as_of), k=k, fetch=fetch,
             )
             raw, hits = rows[0]["raw"], rows[0]["rows"]
             if len(hits) >= k or raw < fetch:
@@ -788,22 +963,38 @@ class Neo4jStore:
             fetch *= 10
 
     async def _group_share(self, kind: str, count_q: str, total_q: str, group_id: GroupId) -> tuple[int, int]:
-        """(rows of the group, rows of the store) in one vector index, cached for SHARE_TTL_S.
+        """(rows of the group, rows of the store) in one vector index, refreshed every SHARE_TTL_S.
 
         Why: the vector index spans every group, so how many neighbours to ask it for
-        depends on the group's share of it. Counting is index-backed but not free, and
-        the share moves slowly, so a minute-old figure is good enough to size a fetch.
+        depends on the group's share of it. Counting is index-backed but not free (tens of
+        ms at 100k rows), and the share moves slowly: a figure up to a minute old sizes a
+        fetch well enough, so an expired one is still used while a background count
+        replaces it, and only a group never counted waits for its count.
         """
         key = (kind, group_id)
-        now = time.monotonic()
         hit = self._shares.get(key)
-        if hit is not None and now - hit[0] < SHARE_TTL_S:
-            return hit[1], hit[2]
-        rows = await self._q(f"CALL {{ {count_q} }} CALL {{ {total_q} }} RETURN c, t", g=group_id)
+        if hit is None:
+            return await self._count_share(key, count_q, total_q)
+        if time.monotonic() - hit[0] >= SHARE_TTL_S and key not in self._refreshing:
+            self._refreshing.add(key)
+            task = asyncio.get_running_loop().create_task(self._count_share(key, count_q, total_q))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return hit[1], hit[2]
+
+    async def _count_share(self, key: tuple[str, str], count_q: str, total_q: str) -> tuple[int, int]:
+        try:
+            rows = await self._qc(f"CALL {{ {count_q} }} CALL {{ {total_q} }} RETURN c, t", ("c", "t"), g=key[1])
+        except StoreUnavailable:
+            if key in self._shares:  # a background refresh: the old figure stays
+                return self._shares[key][1], self._shares[key][2]
+            raise
+        finally:
+            self._refreshing.discard(key)
         share = (int(rows[0]["c"]), int(rows[0]["t"]))
         if len(self._shares) > 10_000:
             self._shares.clear()
-        self._shares[key] = (now, *share)
+        self._shares[key] = (time.monotonic(), *share)
         return share
 
     async def search_facts_vector(self, group_id: GroupId, vector: Vector, as_of: datetime, limit: int) -> list[Hit]:
@@ -830,9 +1021,11 @@ class Neo4jStore:
         """Bounded nearest-neighbour search inside one group.
 
         A small group is scanned exactly (cheap, and exactly the embedded store's
-        answer). A large one asks the shared HNSW index for k neighbours scaled
-        by the inverse of the group's share, so about 3k of them are the group's;
-        if filtering still leaves fewer than k, the exact scan answers instead.
+        answer), and so is a group too small a share of the index for a bounded
+        ANN query to reach its members. A large one asks the shared HNSW index for
+        k neighbours scaled by the inverse of the group's share, so about 3k of
+        them are the group's; if filtering still leaves fewer than k, the exact
+        scan answers instead.
         Only the best 2k of the index's (possibly quantized) scores are rescored
         exactly: reading every candidate's 3 KiB embedding back was the slowest
         part of a recall at 100k facts.
@@ -841,22 +1034,23 @@ class Neo4jStore:
         if k <= 0:
             return []
         in_group, total = await self._group_share(kind, count_q, total_q, params["g"])
-        if in_group <= EXACT_SCAN_MAX:
-            rows = await self._q(exact, **params)
+        n = max(ANN_OVERSAMPLE * k * total // max(in_group, 1), 50)
+        if in_group <= EXACT_SCAN_MAX + 2 * n or n > ANN_MAX:
+            # small, or too small a share of the index for its neighbours to be found there
+            rows = await self._qc(exact, ("id", "s"), **params)
             return [Hit(r["id"], _cos(r["s"])) for r in rows]
-        n = min(ANN_MAX, max(ANN_OVERSAMPLE * k * total // max(in_group, 1), 50))
-        rows = await self._q(ann, n=n, k2=2 * k, **params)
+        rows = await self._qc(ann, ("id", "s"), lane=LANE_ANN, n=n, k2=2 * k, **params)
         if len(rows) < k:
-            rows = await self._q(exact, **params)
+            rows = await self._qc(exact, ("id", "s"), **params)
         return [Hit(r["id"], _cos(r["s"])) for r in rows]
 
     async def search_entities_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
         q = lucene_terms(terms)
         if not q or limit <= 0:
             return []
-        rows = await self._q(
+        rows = await self._qc(
             "CALL db.index.fulltext.queryNodes('mb_entity_text', $q, {limit: $k}) YIELD node AS n, score "
-            "WHERE n.group_id = $g RETURN n.id AS id, score",
+            "WHERE n.group_id = $g RETURN n.id AS id, score", ("id", "score"),
             q=f"+gk:{group_key(group_id)} +({q})", g=group_id, k=int(limit),
         )
         return [Hit(r["id"], float(r["score"])) for r in rows]
@@ -882,9 +1076,9 @@ class Neo4jStore:
         q = lucene_terms(terms)
         if not q or limit <= 0:
             return []
-        rows = await self._q(
+        rows = await self._qc(
             "CALL db.index.fulltext.queryNodes('mb_episode_text', $q, {limit: $k}) YIELD node AS n, score "
-            "WHERE n.group_id = $g RETURN n.id AS id, score",
+            "WHERE n.group_id = $g RETURN n.id AS id, score", ("id", "score"),
             q=f"+gk:{group_key(group_id)} +({q})", g=group_id, k=int(limit),
         )
         return [Hit(r["id"], float(r["score"])) for r in rows]
@@ -906,7 +1100,7 @@ class Neo4jStore:
             "MATCH (n:Episode {group_id: $g}) RETURN count(n) AS c", "MATCH (n:Episode) RETURN count(n) AS t",
         )
 
-    async def neighbourhood(
+    async def walk(
         self,
         group_id: GroupId,
         entity_ids: Sequence[str],
@@ -916,52 +1110,56 @@ class Neo4jStore:
         relations: Sequence[str] | None = None,
         edge_types: Sequence[EdgeType] | None = None,
         limit: int = 50,
-    ) -> list[FactHop]:
-        """Breadth-first, one query per hop; each hop's facts by confidence then id, as the embedded store orders them."""
+    ) -> list[Step]:
+        """Breadth-first, one query per hop; each hop's facts by confidence then id, as the embedded store orders them.
+
+        Ids, confidences and endpoint ids only: the rows are read by `get_facts` for the few kept.
+        """
         seen_facts: set[str] = set()
         visited: set[str] = set(entity_ids)
-        frontier = sorted(visited)
-        out: list[FactHop] = []
+        frontier = list(dict.fromkeys(entity_ids))
+        out: list[Step] = []
         for hop in range(1, max_hops + 1):
             if not frontier or len(out) >= limit:
                 break
-            rows = await self._q(
-                "UNWIND $front AS eid MATCH (a:Entity {id: eid, group_id: $g})-[r:FACT {group_id: $g}]-(b:Entity) "
+            rows = await self._qc(
+                "UNWIND $front AS eid MATCH (a:Entity {id: eid, group_id: $g})-[r:FACT {group_id: $g}]-(:Entity) "
                 f"WHERE {_VALID} AND ($rels IS NULL OR r.relation IN $rels) "
                 "AND ($types IS NULL OR r.edge_type IN $types) AND NOT r.id IN $seen "
                 "WITH DISTINCT r ORDER BY r.confidence DESC, r.id LIMIT $k "
-                "WITH r, startNode(r) AS s, endNode(r) AS o "
-                f"RETURN {_FACT_RETURN} ORDER BY r.confidence DESC, r.id",
+                "RETURN r.id AS id, r.confidence AS c, r.subject_id AS s, r.object_id AS o", ("id", "c", "s", "o"),
                 # only what can still be returned: if this hop fills the limit the walk ends here,
                 # and otherwise every fact of the hop is returned and expands the frontier
-                front=frontier, g=group_id, k=int(limit) - len(out), as_of=_utc(as_of), seen=sorted(seen_facts),
-                rels=list(relations) if relations is not None else None,
-                types=list(edge_types) if edge_types is not None else None,
+                front=frontier, g=group_id, k=int(limit) - len(out), as_of=_utc(as_of), seen=list(seen_facts),
+                rels=list(relations) if relations else None,
+                types=list(edge_types) if edge_types else None,
             )
-            nxt: set[str] = set()
+            nxt: list[str] = []
             for x in rows:
-                f = _fact(x["r"], x["sn"], x["on"])
-                if f.id in seen_facts:
+                fid = x["id"]
+                if fid in seen_facts:
                     continue
-                seen_facts.add(f.id)
+                seen_facts.add(fid)
                 if len(out) < limit:
-                    out.append(FactHop(f, hop))
-                for e in (f.subject_id, f.object_id):
+                    out.append(Step(fid, hop, float(x["c"])))
+                for e in (x["s"], x["o"]):
                     if e not in visited:
-                        nxt.add(e)
-            visited |= nxt
-            frontier = sorted(nxt)
+                        visited.add(e)
+                        nxt.append(e)
+            frontier = nxt
         return out[:limit]
 
     # -- fetches -------------------------------------------------------------------------
 
     async def get_facts(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Fact]:
-        rows = await self._q(
+        if not fact_ids:
+            return []
+        rows = await self._qc(
             "UNWIND range(0, size($ids) - 1) AS i MATCH (s:Entity)-[r:FACT {id: $ids[i], group_id: $g}]->(o:Entity) "
-            f"RETURN {_FACT_RETURN} ORDER BY i",
+            f"RETURN {_FACT_RETURN} ORDER BY i", ("r", "sn", "on"),
             ids=list(fact_ids), g=group_id,
         )
-        return [_fact(x["r"], x["sn"], x["on"]) for x in rows]
+        return self._with_pending(group_id, [_fact(x["r"], x["sn"], x["on"]) for x in rows])
 
     async def get_entities(self, group_id: GroupId, entity_ids: Sequence[str]) -> list[Entity]:
         rows = await self._q(
@@ -977,7 +1175,7 @@ class Neo4jStore:
             f"RETURN {_FACT_RETURN} ORDER BY r.valid_at IS NOT NULL, r.valid_at, r.id LIMIT $k",
             g=group_id, as_of=_utc(as_of), k=int(limit),
         )
-        return [_fact(x["r"], x["sn"], x["on"]) for x in rows]
+        return self._with_pending(group_id, [_fact(x["r"], x["sn"], x["on"]) for x in rows])
 
     async def edge_history(self, group_id: GroupId, subject_id: str, relation: str | None = None) -> list[Fact]:
         rows = await self._q(
@@ -986,24 +1184,63 @@ class Neo4jStore:
             f"RETURN {_FACT_RETURN} ORDER BY r.valid_at IS NULL, r.valid_at DESC, r.created_at DESC, r.id",
             g=group_id, s=subject_id, rel=relation,
         )
-        return [_fact(x["r"], x["sn"], x["on"]) for x in rows]
+        return self._with_pending(group_id, [_fact(x["r"], x["sn"], x["on"]) for x in rows])
 
     async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
-        if not fact_ids:
-            return
+        """Counted in memory and written in one statement within RETRIEVAL_FLUSH_S: recall never waits on a write.
 
-        # one auto-commit write (one round trip, it sits on the recall path); not retried, because a
-        # failure after the server applied it would count twice
+        Reads through this store add the counts not yet written (as the embedded store does);
+        other processes see them once written. close() writes what is left.
+        """
+        for fid in fact_ids:
+            key = (group_id, fid)
+            self._retrievals[key] = self._retrievals.get(key, 0) + 1
+        if not self._retrievals or self._driver is None:
+            return
+        if self._retrieval_task is None or self._retrieval_task.done():
+            self._retrieval_task = asyncio.get_running_loop().create_task(self._write_retrievals_later())
+
+    async def _write_retrievals_later(self) -> None:
+        deadline = time.monotonic() + RETRIEVAL_FLUSH_S
+        while self._retrievals and self._driver is not None:
+            while len(self._retrievals) < RETRIEVAL_BACKLOG and time.monotonic() < deadline:
+                await asyncio.sleep(min(0.1, max(deadline - time.monotonic(), 0.0)))
+            try:
+                await self.flush_retrievals()
+            except StoreUnavailable:
+                pass  # kept (or dropped when the outcome is unknown); tried again after another wait
+            deadline = time.monotonic() + RETRIEVAL_FLUSH_S
+
+    async def flush_retrievals(self) -> None:
+        """Write the retrieval counts held in memory, in one transaction.
+
+        A failure the server certainly did not commit puts the counts back to be written later;
+        a commit whose outcome is unknown drops them (one retrieval lost rather than counted twice).
+        """
+        pending, self._retrievals = self._retrievals, {}
+        if not pending:
+            return
+        rows = [{"g": g, "id": fid, "n": n} for (g, fid), n in pending.items()]
         try:
-            async with self._drv().session(database=self.database, default_access_mode=WRITE_ACCESS) as s:
-                result = await s.run(
-                    "UNWIND $ids AS fid MATCH ()-[r:FACT {id: fid, group_id: $g}]->() "
-                    "SET r.retrieval_count = coalesce(r.retrieval_count, 0) + 1",
-                    {"ids": list(fact_ids), "g": group_id},
-                )
-                await result.consume()
-        except _TRANSIENT as exc:
-            raise StoreUnavailable(f"Neo4j write failed: {type(exc).__name__}: {exc}") from exc
+            await self._write(lambda tx: _data(
+                tx,
+                "UNWIND $rows AS x MATCH ()-[r:FACT {id: x.id, group_id: x.g}]->() "
+                "SET r.retrieval_count = coalesce(r.retrieval_count, 0) + x.n",
+                {"rows": rows},
+            ))
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, nx.IncompleteCommit):
+                for key, n in pending.items():
+                    self._retrievals[key] = self._retrievals.get(key, 0) + n
+            raise
+
+    def _with_pending(self, group_id: str, facts: list[Fact]) -> list[Fact]:
+        """Retrievals not yet written still count: reads in this process see their own increments."""
+        pending = self._retrievals
+        if not pending:
+            return facts
+        return [f if (group_id, f.id) not in pending
+                else replace(f, retrieval_count=f.retrieval_count + pending[(group_id, f.id)]) for f in facts]
 
     async def count_facts(self, group_id: GroupId | None = None) -> int:
         if group_id is None:
@@ -1015,12 +1252,17 @@ class Neo4jStore:
 
     async def bulk_load(
         self, entities: Sequence[tuple[Entity, Vector | None]], facts: Sequence[tuple[Fact, Vector | None]],
-        batch: int = 500,
+        batch: int = 2000,
     ) -> None:
-        """Load pre-resolved rows in UNWIND batches, bypassing resolution: for benchmarks and imports only."""
-        ents = [{k: v for k, v in _entity_params(e, vec).items() if v is not None} for e, vec in entities]
-        for i in range(0, len(ents), batch):
-            rows = ents[i : i + batch]
+        """Load pre-resolved rows in UNWIND batches, bypassing resolution: for benchmarks and imports only.
+
+        Rows become parameters one batch at a time: as Python float lists the embeddings of
+        100k facts take over a gigabyte. Batches of a few thousand also leave the vector
+        indexes fewer Lucene segments to search than many small commits would.
+        """
+        for i in range(0, len(entities), batch):
+            rows = [{k: v for k, v in _entity_params(e, vec).items() if v is not None}
+                    for e, vec in entities[i : i + batch]]
             await self._write(lambda tx, rows=rows: _data(
                 tx,
                 "UNWIND $rows AS p CREATE (e:Entity) SET e = p WITH e, p UNWIND e.aliases AS key "
@@ -1028,9 +1270,8 @@ class Neo4jStore:
                 "WITH e, a, p WHERE a.entity_id = p.id MERGE (a)-[:ALIAS_OF]->(e)",
                 {"rows": rows},
             ))
-        fs = [{k: v for k, v in _fact_params(f, vec).items() if v is not None} for f, vec in facts]
-        for i in range(0, len(fs), batch):
-            rows = fs[i : i + batch]
+        for i in range(0, len(facts), batch):
+            rows = [{k: v for k, v in _fact_params(f, vec).items() if v is not None} for f, vec in facts[i : i + batch]]
             await self._write(lambda tx, rows=rows: _data(
                 tx,
                 "UNWIND $rows AS p MATCH (s:Entity {id: p.subject_id}), (o:Entity {id: p.object_id}) "
@@ -1043,6 +1284,7 @@ class Neo4jStore:
 
     async def export_group(self, group_id: GroupId) -> GroupExport:
         """Every row of the group with embeddings and screening flags, for `mnemobus migrate`."""
+        await self.flush_retrievals()  # the copy carries every count
         eps = await self._q(
             "MATCH (n:Episode {group_id: $g}) RETURN n {.*} AS n ORDER BY n.reference_time, n.id", g=group_id
         )

@@ -1,0 +1,144 @@
+"""Neo4j recall path: reads issued together share one round trip, retrieval counts are written later.
+
+Recall issues its candidate queries side by side and then its row fetches side by
+side; on Neo4j each round trip is driver work and a network hop, so reads queued
+in one event-loop turn go to the server as one statement. What this must never
+change is an answer: the combined reads give exactly what each read gives alone,
+and one read's failure is only its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from mnemobus.groups import GroupId
+from mnemobus.store.neo4j import Neo4jStore, _combine
+from test_conformance import T0, alice_graph, vec  # same folder (pytest prepend import mode)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def neo(neo4j_uri: str, new_group: Callable[[str], GroupId]) -> AsyncIterator[Neo4jStore]:
+    store = Neo4jStore(neo4j_uri)
+    await store.open()
+    try:
+        yield store
+    finally:
+        for gid in new_group.made:  # type: ignore[attr-defined]
+            await store.delete_group(gid)
+        await store.close()
+
+
+def _count_round_trips(store: Neo4jStore) -> list[str]:
+    sent: list[str] = []
+    real = store._q
+
+    async def counting(query: str, **params: Any) -> list[dict[str, Any]]:
+        sent.append(query)
+        return await real(query, **params)
+
+    store._q = counting  # type: ignore[method-assign]
+    return sent
+
+
+def test_combined_reads_keep_their_parameters_apart() -> None:
+    text, params = _combine([("RETURN $x AS a", ("a",), {"x": 1}), ("RETURN $x AS b, $y AS c", ("b", "c"), {"x": 2, "y": 3})])
+    assert params == {"b0_x": 1, "b1_x": 2, "b1_y": 3}
+    assert "$b0_x" in text and "$b1_x" in text and "$x" not in text.replace("$b0_x", "").replace("$b1_x", "")
+
+
+async def test_reads_issued_together_share_one_round_trip_and_answer_as_alone(neo: Neo4jStore, group: GroupId) -> None:
+    g = await alice_graph(neo, group)
+    as_of = T0 + timedelta(days=1)
+    calls = [
+        lambda: neo.search_facts_text(group, ["berlin", "coffee"], as_of, 10),
+        lambda: neo.search_facts_vector(group, vec("Alice lives in Berlin"), as_of, 10),
+        lambda: neo.search_entities_text(group, ["alice"], 5),
+        lambda: neo.search_entities_vector(group, vec("Alice"), 5),
+        lambda: neo.search_episodes_text(group, ["alice"], 5),
+        lambda: neo.search_episodes_vector(group, vec("Alice"), 5),
+        lambda: neo.walk(group, [g["alice"].id], as_of=as_of, max_hops=2),  # type: ignore[attr-defined]
+    ]
+    alone = [await c() for c in calls]  # one after another: each is its own statement
+    sent = _count_round_trips(neo)
+    together = await asyncio.gather(*(c() for c in calls))
+    assert list(together) == alone
+    assert alone[0] and alone[1] and alone[2] and alone[6]  # the corpus answers these, so the test means something
+    # the walk's second hop depends on its first: at most one more round trip, never one per read
+    assert len(sent) <= 2, sent
+
+
+async def test_a_failing_read_fails_alone(neo: Neo4jStore, group: GroupId) -> None:
+    await alice_graph(neo, group)
+
+    async def bad() -> list[dict[str, Any]]:
+        return await neo._qc("RETURN 1 / $zero AS x", ("x",), zero=0)
+
+    good, broken = await asyncio.gather(neo.search_entities_text(group, ["alice"], 5), bad(), return_exceptions=True)
+    assert isinstance(broken, Exception)
+    assert not isinstance(good, BaseException) and good
+
+
+async def test_retrieval_counts_are_seen_at_once_and_stored_by_the_flush(
+    neo: Neo4jStore, group: GroupId, neo4j_uri: str
+) -> None:
+    g = await alice_graph(neo, group)
+    f = g["facts"][0]  # type: ignore[index]
+    other = Neo4jStore(neo4j_uri)  # another process's view: sees only what is written
+    await other.open()
+    try:
+        await neo.mark_retrieved(group, [f.id])
+        await neo.mark_retrieved(group, [f.id])
+        (mine,) = await neo.get_facts(group, [f.id])
+        assert mine.retrieval_count == 2
+        await neo.flush_retrievals()
+        (theirs,) = await other.get_facts(group, [f.id])
+        assert theirs.retrieval_count == 2
+        (mine,) = await neo.get_facts(group, [f.id])
+        assert mine.retrieval_count == 2  # written once, not counted again from memory
+        await neo.mark_retrieved(group, [f.id])
+        for _ in range(50):  # written in the background within RETRIEVAL_FLUSH_S
+            (theirs,) = await other.get_facts(group, [f.id])
+            if theirs.retrieval_count == 3:
+                break
+            await asyncio.sleep(0.1)
+        assert theirs.retrieval_count == 3
+    finally:
+        await other.close()
+
+
+async def test_close_writes_the_counts_still_held(neo4j_uri: str, group: GroupId) -> None:
+    first = Neo4jStore(neo4j_uri)
+    await first.open()
+    g = await alice_graph(first, group)
+    f = g["facts"][0]  # type: ignore[index]
+    await first.mark_retrieved(group, [f.id])
+    await first.close()
+    second = Neo4jStore(neo4j_uri)
+    await second.open()
+    try:
+        (got,) = await second.get_facts(group, [f.id])
+        assert got.retrieval_count == 1
+    finally:
+        await second.delete_group(group)
+        await second.close()
+
+
+async def test_a_group_larger_than_a_delete_batch_goes_in_several_transactions(
+    neo: Neo4jStore, group: GroupId, other_group: GroupId, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mnemobus.store.neo4j as neo4j_module
+
+    await alice_graph(neo, group)  # 1 episode, 5 entities, 4 facts
+    await alice_graph(neo, other_group)
+    monkeypatch.setattr(neo4j_module, "DELETE_BATCH", 2)
+    counts = await neo.delete_group(group)
+    assert (counts.episodes, counts.entities, counts.facts) == (1, 5, 4)
+    assert await neo.count_facts(group) == 0 and await neo.count_episodes(group) == 0
+    assert await neo.count_facts(other_group) == 4
