@@ -40,9 +40,9 @@ async def test_group_token_and_join_filter_rank_the_same(tmp_path: Path, monkeyp
     try:
         for group in (GroupId("user_a"), GroupId("user_b")):
             store.bulk_load_sync(*_rows(group, 40))
-        monkeypatch.setattr(backend, "GROUP_TOKEN_RATIO", 0)  # every search filters the group on the join
+        monkeypatch.setattr(backend, "GROUP_TOKEN_BIAS", 0)  # every search applies the group on the row reads
         by_join = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
-        monkeypatch.setattr(backend, "GROUP_TOKEN_RATIO", 10**9)  # every search narrows by the group token
+        monkeypatch.setattr(backend, "GROUP_TOKEN_BIAS", 10**9)  # every search narrows by the group token
         by_token = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
     finally:
         await store.close()
@@ -93,3 +93,24 @@ async def test_a_small_table_searches_every_word(tmp_path: Path) -> None:
     finally:
         await store.close()
     assert len(common_only) == 50
+
+
+async def test_rows_with_only_a_much_weaker_word_are_left_out_when_rare_words_find_rows(tmp_path: Path) -> None:
+    """Ranking every row "coffee" matches would cost ~2 us a row; the rows that hold "cardamom" are the answer."""
+    store = SqliteStore(tmp_path / "t.sqlite3")
+    await store.open()
+    try:
+        group = GroupId("user_a")
+        person = Entity(id=f"{group}:p", group_id=group, name="Person", canonical_name="person")
+        rows = [(Fact(id=f"{group}:d{i:04d}", group_id=group, subject_id=person.id, object_id=person.id,
+                      subject_name="Person", object_name="Person", relation="drinks", edge_type="semantic",
+                      fact="Person drinks " + ("coffee" if i % 5 < 2 else "water")
+                      + (" with cardamom" if i % 300 in (0, 3) else ""),
+                      confidence=0.9, valid_at=T0, invalid_at=None, created_at=T0), None) for i in range(3000)]
+        store.bulk_load_sync([], rows)  # coffee in 1,200 rows (40%: not weightless), cardamom in 20
+        hits = await store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
+    finally:
+        await store.close()
+    numbers = [int(h.id.split(":d")[1]) for h in hits]
+    assert len(numbers) == 20 and all(n % 300 in (0, 3) for n in numbers)
+    assert all(n % 300 == 0 for n in numbers[:10])  # holding both words first, as the whole query ranks them
