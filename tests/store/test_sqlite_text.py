@@ -114,3 +114,24 @@ async def test_rows_with_only_a_much_weaker_word_are_left_out_when_rare_words_fi
     numbers = [int(h.id.split(":d")[1]) for h in hits]
     assert len(numbers) == 20 and all(n % 300 in (0, 3) for n in numbers)
     assert all(n % 300 == 0 for n in numbers[:10])  # holding both words first, as the whole query ranks them
+
+
+async def test_a_read_only_process_writes_its_retrieval_counts_in_the_background(tmp_path: Path) -> None:
+    import sqlite3
+
+    import anyio
+
+    store = SqliteStore(tmp_path / "t.sqlite3")
+    await store.open()
+    try:
+        group = GroupId("user_a")
+        store.bulk_load_sync([], _drinks(group, 1000, rare_every=10))
+        await store.mark_retrieved(group, [f"{group}:d{i}" for i in range(1000)])  # returns without writing
+        other = sqlite3.connect(tmp_path / "t.sqlite3")
+        with anyio.fail_after(5):
+            while other.execute("SELECT count(*) FROM facts WHERE retrieval_count = 1").fetchone()[0] < 1000:
+                await anyio.sleep(0.02)
+        other.close()
+    finally:
+        await store.close()
+    assert store._pending_retrievals == {}
