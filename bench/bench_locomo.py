@@ -265,8 +265,7 @@ async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[
                      "fact_only_slots_per_question": fact_slots / max(1, len(lat)),
                      "load": round((load0 + os.getloadavg()[0]) / 2, 2)}
     # the facts behind the numbers: how many facts exist, how many carry source ids
-    reader = store._reader()
-    figures["engine_facts_total"] = reader.execute("SELECT count(*) FROM facts").fetchone()[0]
+    figures["engine_facts_total"] = await store.count_facts()
     await engine.close()
     return out
 
