@@ -66,7 +66,8 @@ async def nats_url(settings: Settings) -> AsyncIterator[tuple[str, EmbeddedNatsS
         yield settings.nats.url, None
         return
     server = EmbeddedNatsServer(settings.nats.data_dir)
-    await anyio.to_thread.run_sync(server.start)
+    server.spawn()  # on the event loop's thread, which lives as long as the server must (see spawn)
+    await anyio.to_thread.run_sync(server.wait_ready)
     try:
         yield server.url or "", server
     finally:

@@ -26,7 +26,10 @@ log = logging.getLogger("mnemobus.bus.server")
 
 
 def _die_with_parent() -> None:
-    """Linux: the server gets SIGTERM when we die, even by kill -9, so no orphan keeps the port and store."""
+    """Linux: the server gets SIGTERM when we die, even by kill -9, so no orphan keeps the port and store.
+
+    The kernel sends it when the thread that forked exits (PR_SET_PDEATHSIG), not only the process: see spawn().
+    """
     try:
         import ctypes
 
@@ -76,6 +79,7 @@ class EmbeddedNatsServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ports_dir: tempfile.TemporaryDirectory[str] | None = None
         self._log_path: Path | None = None
+        self._ports_file: Path | None = None
 
     @property
     def pid(self) -> int | None:
@@ -85,6 +89,13 @@ class EmbeddedNatsServer:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> str:
+        """Spawn and wait until ready, on this thread: only from a thread that lives as long as the server."""
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> None:
+        """Fork the server. The death signal is tied to the forking *thread*: spawned from an anyio worker
+        thread, the server was killed when that thread retired, ten seconds after start."""
         binary = find_nats_server()
         self.store_dir.mkdir(parents=True, exist_ok=True)
         self._ports_dir = tempfile.TemporaryDirectory(prefix="mnemobus-nats-")
@@ -101,7 +112,13 @@ class EmbeddedNatsServer:
             args += ["-c", str(conf)]
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                       preexec_fn=_die_with_parent)
-        ports_file = ports_dir / f"{binary.name}_{self._proc.pid}.ports"
+        self._ports_file = ports_dir / f"{binary.name}_{self._proc.pid}.ports"
+
+    def wait_ready(self) -> str:
+        """Block until the spawned server reports its port (any thread may wait)."""
+        if self._proc is None or self._ports_file is None:
+            raise NatsServerError("wait_ready() called before spawn()")
+        ports_file = self._ports_file
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

@@ -42,3 +42,28 @@ def test_server_dies_when_its_parent_is_killed(tmp_path):
         time.sleep(0.05)
     else:
         raise AssertionError(f"nats-server {child_pid} outlived its killed parent")
+
+
+def test_the_server_dies_with_the_thread_that_spawned_it_so_it_is_spawned_on_a_long_lived_one(tmp_path):
+    """The death signal follows the forking thread: `make run` once spawned it from an anyio worker thread
+    and lost its bus when that thread retired. The app spawns on the event loop's thread and only waits
+    for readiness on a worker thread."""
+    import threading
+
+    short_lived = EmbeddedNatsServer(tmp_path / "a")
+    thread = threading.Thread(target=short_lived.start)
+    thread.start()
+    thread.join()
+    kept = EmbeddedNatsServer(tmp_path / "b")
+    try:
+        kept.spawn()  # here, on the test's own thread
+        waiter = threading.Thread(target=kept.wait_ready)
+        waiter.start()
+        waiter.join()  # the waiting thread is gone
+        deadline = time.monotonic() + 5
+        while short_lived.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not short_lived.running() and kept.running()
+    finally:
+        short_lived.stop()
+        kept.stop()

@@ -57,6 +57,7 @@ async def test_stopped_nats_server_fails_bus_goal_leaves_memory_goals_unknown_an
         assert goal_state(snap, "bus.jetstream_ok") == "violated"
         assert goal_state(snap, "memory.worker_alive") == "unknown"  # cannot see heartbeats: not "ok"
 
-        await anyio.to_thread.run_sync(own_nats_server.start)  # same port: the client reconnects
+        own_nats_server.spawn()  # on this thread: the server dies with the thread that forked it
+        await anyio.to_thread.run_sync(own_nats_server.wait_ready)  # same port: the client reconnects
         await world.poll_until(lambda s: goal_state(s, "bus.connected") == "ok"
                                and goal_state(s, "memory.worker_alive") == "ok", timeout_s=20)
