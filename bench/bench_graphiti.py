@@ -55,6 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, percentile, print_table, quick, write_results  # noqa: E402
 
+from mnemobus.procmem import memory_mb  # noqa: E402  (stdlib only: safe in the Graphiti venv too)
+
 BENCH_DIR = Path(__file__).resolve().parent
 GRAPHITI_PY = BENCH_DIR / ".venv-graphiti" / "bin" / "python"
 K = 10
@@ -189,13 +191,8 @@ def embed_corpus(corpus: dict, cache: Path, spec: dict[str, str]) -> tuple[np.nd
 
 def peak_rss_of(pid: int | str = "self") -> float | None:
     """VmHWM (peak resident set) of one process in MiB, from /proc; None when it is gone or not Linux."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)  # kB
-    except OSError:
-        return None
-    return None
+    mb = memory_mb(pid, "VmHWM")
+    return None if mb is None else round(mb, 1)
 
 
 def reset_retrieval_counts(store) -> None:

@@ -32,6 +32,7 @@ from common import peak_rss_mb, write_results  # noqa: E402
 from mnemobus.engine.embed import HashEmbedder  # noqa: E402
 from mnemobus.engine.recall import recall  # noqa: E402
 from mnemobus.groups import GroupId, validate_group_id  # noqa: E402
+from mnemobus.procmem import memory_mb  # noqa: E402
 from mnemobus.neo4j_local import LocalNeo4j, ensure_jars  # noqa: E402
 from mnemobus.store.contract import GraphStore  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for  # noqa: E402
@@ -50,13 +51,8 @@ NEO4J_HEAP, NEO4J_PAGECACHE = "1g", "1g"
 
 def _peak_rss_bytes(pid: int) -> int | None:
     """High-water resident memory of a process (Linux VmHWM)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    mb = memory_mb(pid, "VmHWM")
+    return None if mb is None else int(mb * 1024 * 1024)
 
 
 def rare_words(n: int, seed: int = 3) -> list[str]:

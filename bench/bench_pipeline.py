@@ -36,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import peak_rss_mb, percentile, print_table, quick, write_results  # noqa: E402
 
+from mnemobus.procmem import memory_mb  # noqa: E402
+
 from mnemobus import subjects  # noqa: E402
 from mnemobus.bus.connection import Bus  # noqa: E402
 from mnemobus.bus.server import EmbeddedNatsServer  # noqa: E402
@@ -60,10 +62,8 @@ TOOLS = [f"tool{i}" for i in range(200)]
 
 
 def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    mb = memory_mb(pid)
+    return float("nan") if mb is None else mb
 
 
 async def fill(settings, groups: list[GroupId]) -> dict[str, float]:

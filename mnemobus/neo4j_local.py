@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from mnemobus.procmem import memory_mb
+
 NEO4J_VERSION = "5.26.30"
 ENTRY_POINT = "org.neo4j.server.CommunityEntryPoint"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -239,13 +241,8 @@ class LocalNeo4j:
         """Resident memory of the server process (Linux), for the figures in reports."""
         if self.proc is None or self.proc.poll() is not None:
             return None
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            return None
-        return None
+        mb = memory_mb(self.proc.pid)
+        return None if mb is None else int(mb * 1024 * 1024)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the console and debug logs: what a failed start shows the user."""

@@ -101,3 +101,18 @@ async def store(
                 except Exception:  # noqa: BLE001 - cleanup must not hide the test's own failure
                     pass
         await s.close()
+
+
+@pytest.fixture
+async def neo(neo4j_uri: str, new_group: Callable[[str], GroupId]) -> AsyncIterator["Neo4jStore"]:
+    """One Neo4j store for a Neo4j-only test; the groups the test made are deleted afterwards."""
+    from mnemobus.store.neo4j import Neo4jStore
+
+    store = Neo4jStore(neo4j_uri)
+    await store.open()
+    try:
+        yield store
+    finally:
+        for gid in new_group.made:  # type: ignore[attr-defined]
+            await store.delete_group(gid)
+        await store.close()

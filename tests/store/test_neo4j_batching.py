@@ -21,18 +21,6 @@ from test_conformance import T0, entity, episode, fact, vec  # same folder (pyte
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def neo(neo4j_uri: str, new_group: Callable[[str], GroupId]) -> AsyncIterator[Neo4jStore]:
-    store = Neo4jStore(neo4j_uri)
-    await store.open()
-    try:
-        yield store
-    finally:
-        for gid in new_group.made:  # type: ignore[attr-defined]
-            await store.delete_group(gid)
-        await store.close()
-
-
 async def test_an_episode_costs_one_round_trip_per_read_plus_three(neo: Neo4jStore, group: GroupId) -> None:
     ep = episode(group, "m1", "Alice and Bob met Carol")
     people = [entity(group, n) for n in ("Alice", "Bob", "Carol")]

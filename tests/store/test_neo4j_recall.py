@@ -23,18 +23,6 @@ from test_conformance import T0, alice_graph, vec  # same folder (pytest prepend
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def neo(neo4j_uri: str, new_group: Callable[[str], GroupId]) -> AsyncIterator[Neo4jStore]:
-    store = Neo4jStore(neo4j_uri)
-    await store.open()
-    try:
-        yield store
-    finally:
-        for gid in new_group.made:  # type: ignore[attr-defined]
-            await store.delete_group(gid)
-        await store.close()
-
-
 def _count_round_trips(store: Neo4jStore) -> list[str]:
     sent: list[str] = []
     real = store._q
