@@ -8,6 +8,7 @@ WriteTxn, so every backend applies them identically.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -38,6 +39,16 @@ def word_subset_disambiguator(name: str, existing: Entity) -> bool:
     a = set(normalise_name(name).split())
     b = set(existing.canonical_name.split())
     return bool(a) and bool(b) and (a <= b or b <= a)
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def numbers_differ(a: str, b: str) -> bool:
+    """"iPhone 14" / "iPhone 15", "Sprint 3" / "Sprint 4": embeddings put such names close (often above the merge
+    line) though they name different things; the numbers in a name are its identity, so differing ones never merge."""
+    na, nb = _NUMBER.findall(a), _NUMBER.findall(b)
+    return bool(na or nb) and sorted(na) != sorted(nb)
 
 
 def _digest(*parts: str) -> str:
@@ -240,7 +251,7 @@ class Ingestor:
         found = await txn.entity_by_alias(group, canonical)
         if found is None and vector is not None:
             for candidate, similarity in await txn.similar_entities(group, vector, 3):
-                if candidate.canonical_name in keep_apart:
+                if candidate.canonical_name in keep_apart or numbers_differ(canonical, candidate.canonical_name):
                     continue  # names said together in one episode are different things (vim -> neovim)
                 if similarity >= MERGE_SIMILARITY or (
                     similarity >= AMBIGUOUS_SIMILARITY and self.disambiguator(shown, candidate)

@@ -41,6 +41,15 @@ async def test_vim_and_neovim_stay_two_entities(semantic_engine: MemoryEngine, e
     assert vim is not None and neovim is not None and vim.id != neovim.id
 
 
+async def test_names_that_differ_only_in_a_number_stay_two_entities(semantic_engine: MemoryEngine, episode) -> None:  # type: ignore[no-untyped-def]
+    # both embedders put these names above the merge line (0.93 with the static one)
+    await _say(semantic_engine, episode, (0, "Alex works on Release 14."), (1, "Sam works on Release 15."))
+    first, second = await semantic_engine.find_entity(G, "Release 14"), await semantic_engine.find_entity(G, "Release 15")
+    now = await _facts(semantic_engine, "who works on which release?", 2)
+    assert first is not None and second is not None and first.id != second.id
+    assert {"Alex works on Release 14", "Sam works on Release 15"} <= set(now)
+
+
 async def test_move_from_berlin_to_london_invalidates_berlin_at_the_move(semantic_engine: MemoryEngine, episode) -> None:  # type: ignore[no-untyped-def]
     await _say(semantic_engine, episode, (0, "I live in Berlin."), (30, "I moved from Berlin to London."))
     history = await semantic_engine.edge_history(G, "User", "lives_in")
