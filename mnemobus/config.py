@@ -82,7 +82,8 @@ class MemorySettings(Section):
     breaker_cooldown_s: float = Field(default=10, gt=0)
     max_concurrent_recalls: int = Field(
         default=4, ge=1, description="recalls in flight per plugin process; a request that finds no free slot "
-        "within the deadline goes on unenriched (status overloaded): an overload costs memory, never latency")
+        "within the deadline goes on unenriched (status overloaded), and with as many already waiting as running "
+        "it goes on at once: an overload costs memory, never latency")
     outbox_path: Path = Field(default=Path("data/outbox.sqlite3"),
                               description="episodes the stream refused wait here until it takes them")
     form_cold_after_s: float = Field(default=600, gt=0, description="flush a buffered session idle this long")

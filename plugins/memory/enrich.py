@@ -39,7 +39,9 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     # one engine call for every group: the query is embedded once, the groups are searched one after another.
     # A bounded number run at once: past that the process is saturated, and each extra recall would only
     # slow every request down; waiting for a slot counts against the same deadline.
-    with anyio.move_on_after(cfg.recall_deadline_ms / 1000) as scope:
+    queue_full = slots.available_tokens == 0 and slots.statistics().tasks_waiting >= slots.total_tokens
+    with anyio.move_on_after(0 if queue_full else cfg.recall_deadline_ms / 1000) as scope:
+        # as many may wait as run: a longer queue only adds latency to requests that will time out anyway
         async with slots:
             got_slot = True
             try:

@@ -73,6 +73,36 @@ async def test_a_request_that_finds_every_recall_slot_busy_goes_on_unenriched_wi
     assert len(replies) == slots and not any(r["memory"]["status"] == "overloaded" for r in replies)
 
 
+async def test_with_as_many_requests_waiting_for_a_slot_as_running_the_next_goes_on_unenriched_at_once(
+        pipeline, monkeypatch):
+    slots = pipeline.settings.memory.max_concurrent_recalls
+    release = anyio.Event()
+
+    async def stuck_recall(query):
+        with anyio.CancelScope(shield=True):
+            await release.wait()
+
+    monkeypatch.setattr(pipeline.engine, "recall", stuck_recall)
+    answered: list[str] = []
+
+    async def one(name: str) -> None:
+        reply = await ask(pipeline, request(name))
+        answered.append(f"{name}:{reply['memory']['status']}")
+
+    async with anyio.create_task_group() as tg:
+        for i in range(slots):
+            tg.start_soon(one, f"running{i}")
+        await anyio.sleep(0.05)
+        for i in range(slots):
+            tg.start_soon(one, f"waiting{i}")  # each waits out its deadline for a slot
+        await anyio.sleep(0.05)
+        await one("beyond")
+        release.set()
+    # the request beyond the queue is answered before any waiter's deadline passes
+    assert answered[0] == "beyond:overloaded"
+    assert not [a for a in answered if a.startswith("waiting") and a.endswith("overloaded")]  # they got slots
+
+
 def test_breaker_lets_one_probe_through_after_the_cooldown_and_closes_on_success():
     b = RecallBreaker(failures_to_open=2, cooldown_s=10)
     b.record(False, now=0)
