@@ -14,7 +14,9 @@ Run: `make bench-pipeline`; QUICK=1 for a small run.
 - Sustained: an open-loop load at a fixed rate (500/s) with recall on; achieved
   rate, p99, errors and how many replies went out unenriched. Capacity: the
   highest rate of a ladder the plugins kept up with (achieved >= 95% of it,
-  p99 <= 250 ms) with at least 99% of replies enriched.
+  p99 <= 250 ms) with at least 99% of replies enriched. The same ladder with
+  a skill memory skips (`alert`) gives the plugins' ceiling with no recall:
+  what the bus, the envelopes and the relay cost on their own.
   Soak: 80% of that capacity for 10 minutes, sampling every plugin's RSS.
 """
 
@@ -54,6 +56,8 @@ RATE = 500
 SUSTAIN_S = 5 if QUICK else 20
 SOAK_S = 10 if QUICK else 600
 LADDER = (50, 100, 150, 200, 300, 400, 500)  # requests/s tried for the capacity with recall on
+RELAY_LADDER = (100, 200, 300, 400, 500, 700, 1000)  # ...and for the plugin's ceiling with memory skipped
+RELAY_SKILL = "alert"  # in memory.exclude_skills by default: through the plugin, no recall and no episode
 STEP_S = 3 if QUICK else 8
 COPIES = int(os.environ.get("PLUGIN_COPIES", os.cpu_count() or 1))  # plugin processes sharing the queue group
 PEOPLE = [f"Person{i}" for i in range(400)]
@@ -89,16 +93,16 @@ async def fill(settings, groups: list[GroupId]) -> dict[str, float]:
                     raise out
                 n += 1
                 if ep.group_id == groups[0]:
-                    facts += out.facts_added + out.facts_reinforced
+                    facts += out.facts_added  # distinct facts: a reinforced one is not another row
     finally:
         await engine.close()
     return {"fill_episodes": n, "fill_facts_per_group": facts,
             "ingest_episodes_per_s": round(n / (time.perf_counter() - started), 1)}
 
 
-def _request(i: int, agent: str) -> bytes:
+def _request(i: int, agent: str, skill: str = "chat") -> bytes:
     return SkillRequest(source=Source(platform="discord", user_id="111", channel_id="bench"),
-                        payload=Payload(skill="chat", content=f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?",
+                        payload=Payload(skill=skill, content=f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?",
                                         meta=Meta(agent_id=agent))).to_wire()
 
 
@@ -118,7 +122,8 @@ async def closed_loop(bus: Bus, subject: str, make, n: int) -> list[float]:
     return out
 
 
-async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | None = None) -> dict[str, float]:
+async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | None = None,
+                    skill: str = "chat") -> dict[str, float]:
     lat: list[float] = []
     errors = 0
     degraded = 0  # answered, but without memory (recall timed out, failed, or the breaker was open)
@@ -130,10 +135,10 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
         nonlocal errors, degraded
         t = time.perf_counter()
         try:
-            msg = await bus.request(subjects.SKILL_REQUEST, _request(i, "bench"), timeout_s=5)
+            msg = await bus.request(subjects.SKILL_REQUEST, _request(i, "bench", skill), timeout_s=5)
             if b'"error"' in msg.data:
                 errors += 1
-            elif b'"status":"enriched"' not in msg.data:
+            elif skill != RELAY_SKILL and b'"status":"enriched"' not in msg.data:
                 degraded += 1
         except Exception:
             errors += 1
@@ -162,13 +167,29 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
     return res
 
 
+async def capacity_of(bus: Bus, ladder: tuple[int, ...], skill: str) -> tuple[int, float]:
+    """The highest rate of the ladder the plugins kept up with (>= 95% achieved, p99 <= 250 ms, < 1% failed),
+    and its p99 in ms."""
+    capacity, p99 = 0, float("nan")
+    for rate in ladder:
+        step = await open_loop(bus, rate, STEP_S, skill=skill)
+        await anyio.sleep(1)  # let the backlog of a failed step drain before the next
+        kept_up = step["achieved_rps"] >= 0.95 * rate and step["p99_ms"] <= 250  # no queue building up
+        print(f"  {skill} at {rate}/s: {step}", file=sys.stderr)
+        if not kept_up or step["unenriched"] + step["errors"] > 0.01 * max(1, step["sent"]):
+            break
+        capacity, p99 = rate, step["p99_ms"]
+    return capacity, p99
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mnemobus-bench-") as tmp:
         tmpd = Path(tmp)
         server = EmbeddedNatsServer(tmpd / "nats")
         server.start()
         cfg = {"nats": {"url": server.url}, "store": {"sqlite_path": str(tmpd / "m.sqlite3")},
-               "memory": {"recall_deadline_ms": float(os.environ.get("RECALL_DEADLINE_MS", 150))},
+               "memory": {"recall_deadline_ms": float(os.environ.get("RECALL_DEADLINE_MS", 150)),
+                          **({"max_concurrent_recalls": int(os.environ["RECALL_SLOTS"])} if "RECALL_SLOTS" in os.environ else {})},
                "metrics": {"port": 0}, "identity": {"users_file": str(Path("workspace/users.yaml").resolve())},
                "log_level": "WARNING"}
         users = tmpd / "users.yaml"
@@ -199,16 +220,10 @@ async def main() -> None:
             })
             figures["added_p50_ms"] = round(figures["enriched_p50_ms"] - figures["bare_relay_p50_ms"], 3)
             figures["added_p99_ms"] = round(figures["enriched_p99_ms"] - figures["bare_relay_p99_ms"], 3)
-            capacity = 0
-            for rate in LADDER:
-                step = await open_loop(bus, rate, STEP_S)
-                await anyio.sleep(1)  # let the backlog of a failed step drain before the next
-                kept_up = step["achieved_rps"] >= 0.95 * rate and step["p99_ms"] <= 250  # no queue building up
-                if not kept_up or step["unenriched"] + step["errors"] > 0.01 * max(1, step["sent"]):
-                    break
-                capacity = rate
-                figures["capacity_p99_ms"] = step["p99_ms"]
+            capacity, figures["capacity_p99_ms"] = await capacity_of(bus, LADDER, "chat")
             figures["capacity_enriched_rps"] = capacity
+            relay, figures["capacity_relay_only_p99_ms"] = await capacity_of(bus, RELAY_LADDER, RELAY_SKILL)
+            figures["capacity_relay_only_rps"] = relay
             sustained = await open_loop(bus, RATE, SUSTAIN_S)
             figures.update({f"sustained_{k}": v for k, v in sustained.items()})
             await anyio.sleep(settings.memory.breaker_cooldown_s + 2)  # an overload may have opened the breaker
