@@ -18,7 +18,6 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -126,7 +125,7 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(value.split(_SEP)) if value else ()
 
 
-def _fact(row: Sequence[Any]) -> Fact:
+def _fact(row: Sequence[Any], pending: dict[str, int] | None = None) -> Fact:
     return Fact(
         id=row[0],
         group_id=GroupId(row[1]),
@@ -144,7 +143,7 @@ def _fact(row: Sequence[Any]) -> Fact:
         expired_at=_dt(row[13]),
         superseded_by=row[14],
         last_seen=_dt(row[15]),
-        retrieval_count=row[16],
+        retrieval_count=row[16] + (pending.get(row[0], 0) if pending else 0),
         episode_ids=_split(row[17]),
         source_message_ids=_split(row[18]),
     )
@@ -609,13 +608,6 @@ class SqliteStore:
             c.execute("ROLLBACK")
             raise
 
-    def _with_pending(self, facts: list[Fact]) -> list[Fact]:
-        """Retrievals not yet flushed still count: reads in this process see their own increments."""
-        pending = self._pending_retrievals
-        if not pending:
-            return facts
-        return [f if f.id not in pending else replace(f, retrieval_count=f.retrieval_count + pending[f.id]) for f in facts]
-
     async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
         """Counted in memory, written with the next write transaction or, past 1,000 pending (a process that
         only reads), by a background thread on a connection of its own: recall never waits on a write, nor
@@ -773,10 +765,11 @@ class SqliteStore:
             rows = c.execute(
                 f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE +f.group_id = ? AND f.id IN ({marks})", (group_id, *ids)
             ).fetchall()
-            by_id = {r[0]: _fact(r) for r in rows}
+            # retrievals not yet flushed still count: reads in this process see their own increments
+            by_id = {r[0]: _fact(r, self._pending_retrievals) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
 
-        return self._with_pending(await self._read(q))
+        return await self._read(q)
 
     async def get_entities(self, group_id: GroupId, entity_ids: Sequence[str]) -> list[Entity]:
         ids = list(dict.fromkeys(entity_ids))
