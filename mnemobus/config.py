@@ -84,6 +84,9 @@ class MemorySettings(Section):
         default=4, ge=1, description="recalls in flight per plugin process; a request that finds no free slot "
         "within the deadline goes on unenriched (status overloaded), and with as many already waiting as running "
         "it goes on at once: an overload costs memory, never latency")
+    shed_loop_lag_ms: float = Field(
+        default=50, ge=0, description="skip recall (status overloaded) while the plugin's event loop runs this far "
+        "behind: the process is out of CPU, and relaying unenriched keeps every request prompt (0: never)")
     outbox_path: Path = Field(default=Path("data/outbox.sqlite3"),
                               description="episodes the stream refused wait here until it takes them")
     form_cold_after_s: float = Field(default=600, gt=0, description="flush a buffered session idle this long")

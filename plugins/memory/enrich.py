@@ -18,12 +18,13 @@ from mnemobus.envelope import MemoryContext
 from mnemobus.plugin import PluginContext
 from mnemobus.store.model import RecallQuery, RecallResult
 from plugins.memory.breaker import RecallBreaker
+from plugins.memory.looplag import LoopLag
 
 log = logging.getLogger("mnemobus.plugin.memory")
 
 
 async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupId, ...],
-                             breaker: RecallBreaker, slots: anyio.CapacityLimiter) -> MemoryContext:
+                             breaker: RecallBreaker, slots: anyio.CapacityLimiter, loop_lag: LoopLag) -> MemoryContext:
     engine = ctx.engine
     cfg = ctx.settings.memory
     if engine is None:
@@ -32,6 +33,11 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     if not breaker.allow():
         ctx.metrics.fail_open.labels(reason="circuit_open").inc()
         return MemoryContext(groups=list(groups), status="circuit_open")
+    # out of CPU while recalls run (so recall is a cause, not a start-up or a worker's batch on a shared loop):
+    # another recall now would only delay this request and every one behind it
+    if loop_lag.lagging() and slots.borrowed_tokens > 0:
+        ctx.metrics.fail_open.labels(reason="loop_lag").inc()  # logged once per spell, by the monitor
+        return MemoryContext(groups=list(groups), status="overloaded")
     result: RecallResult | None = None
     failures: list[str] = []
     started = time.perf_counter()

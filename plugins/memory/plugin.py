@@ -26,6 +26,7 @@ from mnemobus.plugin import PluginContext
 from plugins.memory.enrich import recall_for_request
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.formation import FormationGate
+from plugins.memory.looplag import LoopLag
 from plugins.memory.outbox import EpisodeOutbox
 from mnemobus.store.model import episode_id_for
 
@@ -47,9 +48,12 @@ class MemoryPlugin:
         self.gate = FormationGate(m.form_every_n_messages, m.form_every_n_tokens, m.form_cold_after_s)
         self.breaker = RecallBreaker(m.breaker_failures, m.breaker_cooldown_s)
         self.recall_slots = anyio.CapacityLimiter(m.max_concurrent_recalls)
+        self.loop_lag = LoopLag(m.shed_loop_lag_ms)
         self.outbox = EpisodeOutbox(m.outbox_path)
         self._scopes: list[anyio.CancelScope] = []
         ctx.spawn(self._background, self._outbox_loop)
+        if self.loop_lag.enabled:
+            ctx.spawn(self._background, self.loop_lag.watch)
         if self.gate.buffering:
             ctx.spawn(self._background, self._sweep_loop)
 
@@ -133,7 +137,8 @@ class MemoryPlugin:
         if not who.memory_on:
             status = "disabled" if who.reason == "memory_disabled" else "skipped"
             return MemoryContext(status=status)
-        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.breaker, self.recall_slots)
+        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.breaker, self.recall_slots,
+                                        self.loop_lag)
 
     async def _execute(self, ctx: PluginContext, enriched: EnrichedRequest, agent_id: str) -> SkillResponse:
         base = dict(correlation_id=enriched.trace_id, request_id=enriched.id, agent_id=agent_id, memory=enriched.memory)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 
@@ -18,6 +19,12 @@ from plugins.memory import MemoryPlugin
 
 @pytest.fixture
 async def pipeline(settings: Settings) -> AsyncIterator[Runtime]:
+    async with running(settings) as rt:
+        yield rt
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Runtime]:
     async with open_runtime(settings) as rt:
         async with anyio.create_task_group() as tg:
             await tg.start(lambda task_status: serve(rt, {"plugin", "worker"},

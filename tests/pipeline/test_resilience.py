@@ -1,11 +1,14 @@
 """Fail open on the request path, fail safe on the write path."""
 
+import time
+
 import anyio
 import pytest
 
 from mnemobus import subjects
 from plugins.memory.breaker import RecallBreaker
-from tests.pipeline.conftest import ask, request, wait_for_episodes
+from plugins.memory.looplag import HOLD_TICKS, TICK_S, LoopLag
+from tests.pipeline.conftest import ask, request, running, wait_for_episodes
 
 pytestmark = pytest.mark.anyio
 
@@ -161,3 +164,65 @@ async def test_users_file_edit_takes_effect_without_a_restart(pipeline, users_fi
             await anyio.sleep(0.05)
     reply = await ask(pipeline, request("hi", user="777"))
     assert reply["memory"]["groups"][0] == "user_newbie"
+
+
+@pytest.fixture
+async def shedding_pipeline(settings):
+    memory = settings.memory.model_copy(update={"shed_loop_lag_ms": 50})
+    async with running(settings.model_copy(update={"memory": memory})) as rt:
+        yield rt
+
+
+async def test_while_the_event_loop_lags_with_recalls_running_the_next_request_goes_on_unenriched(
+        shedding_pipeline, monkeypatch):
+    pipeline = shedding_pipeline
+    release = anyio.Event()
+    calls = {"n": 0}
+    real_recall = pipeline.engine.recall
+
+    async def recall(query):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            with anyio.CancelScope(shield=True):  # one recall in flight throughout
+                await release.wait()
+        return await real_recall(query)
+
+    monkeypatch.setattr(pipeline.engine, "recall", recall)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask, pipeline, request("first"))
+        await anyio.sleep(0.05)
+        time.sleep(0.2)  # the process out of CPU: nothing else runs on the loop meanwhile
+        await anyio.sleep(0.06)  # the monitor's next tick wakes up late
+        lagging = await ask(pipeline, request("are you busy?"))
+        release.set()
+    await anyio.sleep(0.5)  # caught up
+    caught_up = await ask(pipeline, request("and now?"))
+    assert lagging["content"].startswith("Noted") and lagging["memory"]["status"] == "overloaded"
+    assert pipeline.metrics.fail_open.labels(reason="loop_lag")._value.get() == 1
+    assert caught_up["memory"]["status"] != "overloaded" and calls["n"] == 2
+
+
+async def test_a_lagging_loop_with_no_recall_running_does_not_skip_recall(shedding_pipeline):
+    time.sleep(0.2)  # start-up, or a worker's batch on a shared loop
+    await anyio.sleep(0.06)
+    reply = await ask(shedding_pipeline, request("hello after a hiccup"))
+    assert reply["memory"]["status"] != "overloaded"
+    assert shedding_pipeline.metrics.fail_open.labels(reason="loop_lag")._value.get() == 0
+
+
+def test_loop_lag_holds_for_a_few_ticks_after_the_last_late_one():
+    now = [100.0]
+    lag = LoopLag(25, clock=lambda: now[0])
+    lag.record(0.010)
+    quiet = lag.lagging()
+    lag.record(0.040)
+    now[0] += TICK_S * (HOLD_TICKS - 1)
+    held = lag.lagging()
+    now[0] += TICK_S
+    assert (quiet, held, lag.lagging()) == (False, True, False)
+
+
+def test_loop_lag_threshold_zero_never_sheds():
+    lag = LoopLag(0)
+    lag.record(5.0)
+    assert not lag.enabled and not lag.lagging()

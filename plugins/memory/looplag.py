@@ -1,0 +1,50 @@
+"""Event-loop lag: the signal that a plugin process is out of CPU.
+
+Recall runs in worker threads and competes with the event loop for the
+interpreter lock and the cores. Past saturation the loop falls behind: a
+request waits in the socket before the plugin even sees it, so a recall slot
+that is free says nothing about whether there is time to use it. A ticker
+that oversleeps does say it. While the loop lags, recall is skipped, the CPU
+goes to relaying, and every request still gets a prompt (unenriched) answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import anyio
+
+log = logging.getLogger("mnemobus.plugin.memory")
+
+TICK_S = 0.05
+HOLD_TICKS = 5  # stay shedding this many ticks after the last late one, so recall does not flap every tick
+
+
+class LoopLag:
+    def __init__(self, threshold_ms: float, *, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+        self.threshold_s = threshold_ms / 1000
+        self.last_lag_s = 0.0
+        self._late_at = float("-inf")
+        self._clock = clock
+
+    @property
+    def enabled(self) -> bool:
+        return self.threshold_s > 0
+
+    def record(self, lag_s: float) -> None:
+        self.last_lag_s = lag_s
+        if self.enabled and lag_s > self.threshold_s:
+            if not self.lagging():  # one line per spell of lag, not one per request shed
+                log.warning("event loop %.0f ms behind: recall is skipped until it catches up", lag_s * 1000)
+            self._late_at = self._clock()
+
+    def lagging(self) -> bool:
+        return self.enabled and self._clock() - self._late_at < HOLD_TICKS * TICK_S
+
+    async def watch(self) -> None:
+        """Tick forever, recording how late each tick woke up."""
+        while True:
+            started = self._clock()
+            await anyio.sleep(TICK_S)
+            self.record(max(0.0, self._clock() - started - TICK_S))
