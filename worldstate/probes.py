@@ -81,6 +81,13 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+NO_ENGINE = "no memory engine in this process"
+
+
 # -- memory domain ---------------------------------------------------------------
 
 
@@ -94,14 +101,14 @@ class StoreHealthProbe:
     async def observe(self) -> dict[str, Any]:
         engine = self.ctx.engine
         if engine is None:
-            return {"storeHealthy": False, "storeError": "no memory engine in this process"}
+            return {"storeHealthy": False, "storeError": NO_ENGINE}
         started = time.perf_counter()
         try:
             await engine.store.ping()
             count = await engine.store.count_episodes()
         except Exception as exc:
             return {"storeHealthy": False, "storeError": _error_text(exc)}
-        return {"storeHealthy": True, "storeLatencyMs": round((time.perf_counter() - started) * 1000, 3),
+        return {"storeHealthy": True, "storeLatencyMs": _ms_since(started),
                 "episodeCount": count}
 
 
@@ -115,7 +122,7 @@ class SearchProbe:
     async def observe(self) -> dict[str, Any]:
         engine = self.ctx.engine
         if engine is None:
-            return {"searchOk": False, "searchError": "no memory engine in this process"}
+            return {"searchOk": False, "searchError": NO_ENGINE}
         sentinel = sentinel_episode(self.ctx.config.canary_group)
         started = time.perf_counter()
         try:
@@ -129,7 +136,7 @@ class SearchProbe:
         except Exception as exc:
             return {"searchOk": False, "searchError": _error_text(exc)}
         found = any(se.episode.id == sentinel.id for se in result.episodes)
-        out: dict[str, Any] = {"searchOk": found, "searchLatencyMs": round((time.perf_counter() - started) * 1000, 3)}
+        out: dict[str, Any] = {"searchOk": found, "searchLatencyMs": _ms_since(started)}
         if not found:
             out["searchError"] = "the sentinel episode was not recalled"
         return out
@@ -301,7 +308,7 @@ class ConnectionProbe:
             return {"connected": False}
         started = time.perf_counter()
         await nc.flush(timeout=max(1, int(self.ctx.config.probe_timeout_s)))
-        return {"connected": True, "rttMs": round((time.perf_counter() - started) * 1000, 3),
+        return {"connected": True, "rttMs": _ms_since(started),
                 "server": nc.connected_url.netloc if nc.connected_url else None}
 
 
