@@ -18,60 +18,19 @@ queries and ~0.99 recall@40 either way; IVF also adds rows cheaply.
 
 from __future__ import annotations
 
-import functools
 import logging
-import math
 import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
-import threadpoolctl
+
+from mnemobus.store.vectors import ANN_MIN_ROWS, RESCORE_FACTOR, IvfIndex, built_index, grown, single_threaded_blas, top_k, top_up_or_rebuild
 
 log = logging.getLogger(__name__)
 
 _TABLES = frozenset({"facts", "entities", "episodes"})
-ANN_MIN_ROWS = 5_000  # below this an exact scan takes under half a millisecond; at 10k rows it took 1.5-2 ms
-RESCORE_FACTOR = 4  # approximate candidates fetched per wanted result, then re-scored exactly
-
-
-class IvfIndex:
-    """An IVF index over one matrix's rows; labels are row positions in that matrix.
-
-    Not thread-safe by itself: the VectorCache calls it under the matrix's lock.
-    """
-
-    def __init__(self, rows: np.ndarray) -> None:
-        import faiss  # imported here: only stores with a large group need it
-
-        faiss.omp_set_num_threads(1)  # one query per thread: OpenMP fan-out only adds latency on 2 busy cores
-        n, dim = rows.shape
-        self.nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))  # faiss wants >= 39 training points a list
-        self.built_for = n
-        quantizer = faiss.IndexFlatIP(dim)
-        self._index = faiss.IndexIVFScalarQuantizer(
-            quantizer, dim, self.nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
-        )
-        sample = rows if n <= self.nlist * 64 else rows[np.random.default_rng(n).choice(n, self.nlist * 64, replace=False)]
-        self._index.train(np.ascontiguousarray(sample, dtype=np.float32))
-        self._index.add(np.ascontiguousarray(rows, dtype=np.float32))
-        self._index.nprobe = max(8, self.nlist // 32)
-        self._quantizer = quantizer  # faiss keeps only a raw pointer to it
-        self.size = n
-
-    def add(self, rows: np.ndarray) -> None:
-        if len(rows):
-            self._index.add(np.ascontiguousarray(rows, dtype=np.float32))
-            self.size += len(rows)
-
-    def candidates(self, query: np.ndarray, k: int) -> np.ndarray:
-        _, labels = self._index.search(query.reshape(1, -1).astype(np.float32, copy=False), k)
-        return labels[0][labels[0] >= 0]
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * (self._index.d + 8)
 
 
 @dataclass
@@ -93,12 +52,7 @@ class _Matrix:
         if not ids:
             return
         need = self.size + len(ids)
-        if self.rows is None or need > self.rows.shape[0]:
-            capacity = max(need, 64, int(need * 1.25))
-            grown = np.empty((capacity, self.dim), dtype=np.float32)
-            if self.rows is not None:
-                grown[: self.size] = self.rows[: self.size]
-            self.rows = grown
+        self.rows = grown(self.rows, self.size, need, (self.dim,), np.float32)
         self.rows[self.size : need] = vectors
         self.ids.extend(ids)
         self.rowids.extend(rowids)
@@ -106,20 +60,12 @@ class _Matrix:
         self.max_rowid = max(self.max_rowid, max_rowid)
 
 
-@functools.cache
-def _single_threaded_blas() -> None:
-    """One BLAS thread per search: concurrency comes from the reader threads, and a multi-threaded gemv
-    oversubscribes 2 busy cores (13 ms vs 1.4 ms at 10k rows). Single-threaded BLAS is still twice as
-    fast as numpy's einsum loop (0.56 vs 1.2 ms at 10k x 384)."""
-    threadpoolctl.threadpool_limits(limits=1, user_api="blas")
-
-
 class VectorCache:
     """Thread-safe: each search refreshes and reads its matrix under one lock per (table, group)."""
 
     def __init__(self, dim: int, budget_bytes: int, *, ann_min_rows: int = ANN_MIN_ROWS,
                  background: bool = True) -> None:
-        _single_threaded_blas()
+        single_threaded_blas()
         self.dim = dim
         self.budget = budget_bytes
         self.ann_min_rows = ann_min_rows
@@ -183,11 +129,7 @@ class VectorCache:
                 result = [(mat.ids[positions[i]], float(sims[i]), mat.rowids[positions[i]]) for i in order]
             else:
                 sims = mat.rows[: mat.size] @ q
-                if k < mat.size:
-                    top = np.argpartition(-sims, k)[:k]
-                    top = top[np.argsort(-sims[top])]
-                else:
-                    top = np.argsort(-sims)
+                top = top_k(sims, k)
                 result = [(mat.ids[i], float(sims[i]), mat.rowids[i]) for i in top]
             grew = mat.nbytes != held
         if grew:  # only growth can pass the budget; summing a thousand groups' sizes per search cost ~0.5 ms
@@ -196,19 +138,14 @@ class VectorCache:
 
     def _maintain_index(self, key: tuple[str, str], mat: _Matrix) -> None:
         """Called under the key lock: top the index up, or start (re)building it when the group outgrew it."""
-        if mat.ann is not None and mat.ann.size < mat.size:
-            mat.ann.add(mat.rows[mat.ann.size : mat.size])  # type: ignore[index]
-        outgrown = mat.ann is not None and mat.size > 4 * mat.ann.built_for  # lists too long: rebalance
-        if mat.size < self.ann_min_rows or mat.building or (mat.ann is not None and not outgrown):
+        if not top_up_or_rebuild(mat.ann, mat.rows, mat.size, building=mat.building, min_rows=self.ann_min_rows):
             return
         mat.building = True
         rows, n = mat.rows, mat.size  # appends never touch rows[:n], and a grown matrix is a new array
 
         def build() -> None:
-            try:
-                index = IvfIndex(rows[:n])  # type: ignore[index]
-            except Exception:  # noqa: BLE001 - exact scans keep answering; the next search tries again
-                log.exception("building the vector index of %s failed", key)
+            index = built_index(rows[:n], str(key))  # type: ignore[index]
+            if index is None:
                 mat.building = False
                 return
             with self._key_lock(key):
