@@ -54,8 +54,9 @@ class Neo4jSettings(Section):
 class StoreSettings(Section):
     backend: Literal["sqlite", "neo4j"] = "sqlite"
     sqlite_path: Path = Path("data/mnemobus.sqlite3")
-    vector_cache_mb: int = Field(default=512, ge=16, description="SQLite: vectors kept in memory, least recently "
-                                 "used groups evicted; 1M facts with their entities need ~1.8 GB to stay warm")
+    vector_cache_mb: int = Field(default=512, ge=16, description="per process, both backends: each group's "
+                                 "vectors (and on Neo4j its graph) kept in memory, least recently used groups evicted; "
+                                 "1M facts with their entities need ~1.8 GB to stay warm")
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)
 
 

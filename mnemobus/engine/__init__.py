@@ -123,7 +123,7 @@ def build_store(settings: Settings, dim: int) -> GraphStore:
             from mnemobus.store.neo4j import Neo4jStore  # type: ignore[attr-defined]
         except ImportError as exc:
             raise ConfigError(f"store.backend: neo4j backend is not available: {exc}") from exc
-        return Neo4jStore(store_settings.neo4j, dim=dim)  # type: ignore[call-arg]
+        return Neo4jStore.from_settings(store_settings.neo4j, dim=dim, vector_cache_mb=store_settings.vector_cache_mb)
     raise ConfigError(f"store.backend: unknown backend {store_settings.backend!r}")
 
 

@@ -116,3 +116,17 @@ async def neo(neo4j_uri: str, new_group: Callable[[str], GroupId]) -> AsyncItera
         for gid in new_group.made:  # type: ignore[attr-defined]
             await store.delete_group(gid)
         await store.close()
+
+
+@pytest.fixture
+async def server_only(neo4j_uri: str, neo: "Neo4jStore") -> AsyncIterator["Neo4jStore"]:
+    """A Neo4j store without group mirrors: every search and walk is a server read (`neo` deletes the groups
+    afterwards)."""
+    from mnemobus.store.neo4j import Neo4jStore
+
+    store = Neo4jStore(neo4j_uri, vector_cache_mb=None)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()

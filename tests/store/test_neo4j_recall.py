@@ -10,7 +10,6 @@ and one read's failure is only its own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +22,7 @@ from test_conformance import T0, alice_graph, vec  # same folder (pytest prepend
 pytestmark = pytest.mark.anyio
 
 
-def _count_round_trips(store: Neo4jStore) -> list[str]:
+def count_round_trips(store: Neo4jStore) -> list[str]:
     sent: list[str] = []
     real = store._q
 
@@ -41,7 +40,9 @@ def test_combined_reads_keep_their_parameters_apart() -> None:
     assert "$b0_x" in text and "$b1_x" in text and "$x" not in text.replace("$b0_x", "").replace("$b1_x", "")
 
 
-async def test_reads_issued_together_share_one_round_trip_and_answer_as_alone(neo: Neo4jStore, group: GroupId) -> None:
+async def test_reads_issued_together_share_one_round_trip_and_answer_as_alone(server_only: Neo4jStore,
+                                                                              group: GroupId) -> None:
+    neo = server_only
     g = await alice_graph(neo, group)
     as_of = T0 + timedelta(days=1)
     calls = [
@@ -54,7 +55,7 @@ async def test_reads_issued_together_share_one_round_trip_and_answer_as_alone(ne
         lambda: neo.walk(group, [g["alice"].id], as_of=as_of, max_hops=2),  # type: ignore[attr-defined]
     ]
     alone = [await c() for c in calls]  # one after another: each is its own statement
-    sent = _count_round_trips(neo)
+    sent = count_round_trips(neo)
     together = await asyncio.gather(*(c() for c in calls))
     assert list(together) == alone
     assert alone[0] and alone[1] and alone[2] and alone[6]  # the corpus answers these, so the test means something
