@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from mnemobus.store.model import EdgeType, Episode
@@ -38,6 +39,7 @@ class ExtractedFact:
     subject_type: str = "thing"
     object_type: str = "thing"
     replaces: str | None = None  # an earlier object of (subject, relation) this statement ends
+    before: timedelta = timedelta(0)  # how long before the message it took effect ("last month", "2 weeks ago")
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +233,33 @@ def _subject(raw: str) -> str | None:
     return " ".join(words)
 
 
+_DAYS_PER = {"day": 1, "week": 7, "month": 30, "year": 365}
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+           "nine": 9, "ten": 10, "a couple of": 2, "a few": 3}
+_WHEN = re.compile(
+    r"\b(?:(?P<yesterday>yesterday)|last\s+(?P<last>week|month|year)"
+    r"|(?P<n>\d{1,3}|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
+    r"(?P<unit>day|week|month|year)s?\s+ago)\b",
+    re.IGNORECASE,
+)
+
+
+def took_effect_before(sentence: str) -> timedelta:
+    """"I moved to London last month": the move is a month older than the message, and so is the end of the
+    old fact it replaces. Past-relative phrases only; anything else (a date, "next week") is left at the message
+    time rather than guessed."""
+    m = _WHEN.search(sentence)
+    if m is None:
+        return timedelta(0)
+    if m.group("yesterday"):
+        return timedelta(days=1)
+    if m.group("last"):
+        return timedelta(days=_DAYS_PER[m.group("last").lower()])
+    n = m.group("n").lower()
+    count = int(n) if n.isdigit() else _COUNTS[re.sub(r"\s+", " ", n)]
+    return timedelta(days=count * _DAYS_PER[m.group("unit").lower()])
+
+
 def extract_text(text: str) -> Extraction:
     """The rules applied sentence by sentence; the first rule that matches a clause wins it."""
     facts: list[ExtractedFact] = []
@@ -241,6 +270,9 @@ def extract_text(text: str) -> Extraction:
             continue
         if (m := _NAME_IS.search(sentence)) is not None:
             aliases.append(m.group("n"))
+        before = took_effect_before(sentence)
+        if before:  # the time phrase said, it leaves the clause, so no object swallows it ("neovim two weeks")
+            sentence = re.sub(r"\s+", " ", _WHEN.sub("", sentence)).strip(" ,")
         taken: list[tuple[int, int]] = []
         for rule in _RULES:
             for m in rule.pattern.finditer(sentence):
@@ -250,6 +282,8 @@ def extract_text(text: str) -> Extraction:
                 if subject is None:
                     continue
                 built = [f for f in rule.build(subject, m) if f.object.lower() not in _NOT_NAMES]
+                if built and before:
+                    built = [replace(f, before=before) for f in built]
                 if built:
                     taken.append((m.start(), m.end()))
                     facts.extend(built)

@@ -294,13 +294,16 @@ class Ingestor:
 
     async def _fact(self, txn: WriteTxn, episode: Episode, f: ExtractedFact, subject: Entity, obj: Entity,
                     replaced: Entity | None, vector: np.ndarray | None, counts: _Counts) -> None:
-        group, t = episode.group_id, episode.reference_time
+        # t: when the statement took effect ("last month" is a month before the message); seen: when we heard it,
+        # which is what confidence decays from
+        group, seen = episode.group_id, episode.reference_time
+        t = seen - f.before
         chain = await txn.facts_between(group, subject.id, f.relation)
         current_same = [x for x in chain if x.object_id == obj.id and valid_at_time(x, t)]
         if current_same:
             x = current_same[0]
             await txn.update_fact(replace(x, confidence=reinforced_confidence(x.confidence, f.confidence),
-                                          last_seen=max(x.last_seen or t, t)))
+                                          last_seen=max(x.last_seen or seen, seen)))
             await txn.add_fact_source(group, x.id, episode.id, episode.source_message_id)
             counts.reinforced += 1
             return
@@ -313,7 +316,7 @@ class Ingestor:
                    object_name=obj.name, relation=f.relation, edge_type=f.edge_type, fact=f.fact,
                    confidence=f.confidence, valid_at=t, invalid_at=successor.valid_at if successor else None,
                    created_at=episode.created_at or datetime.now(UTC), superseded_by=successor.id if successor else None,
-                   last_seen=t, episode_ids=(episode.id,), source_message_ids=(episode.source_message_id,))
+                   last_seen=seen, episode_ids=(episode.id,), source_message_ids=(episode.source_message_id,))
         await txn.insert_fact(new, vector)
         counts.added += 1
         now = datetime.now(UTC)
@@ -331,7 +334,7 @@ class Ingestor:
                            subject_id=subject.id, object_id=replaced.id, subject_name=subject.name,
                            object_name=replaced.name, relation=f.relation, edge_type=f.edge_type, fact=sentence,
                            confidence=f.confidence, valid_at=None, invalid_at=t, created_at=new.created_at,
-                           expired_at=now, superseded_by=new_id, last_seen=t, episode_ids=(episode.id,),
+                           expired_at=now, superseded_by=new_id, last_seen=seen, episode_ids=(episode.id,),
                            source_message_ids=(episode.source_message_id,))
             await txn.insert_fact(history, None)
             counts.added += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from mnemobus.engine.extract import extract_text
@@ -46,3 +48,20 @@ def test_like_as_a_preposition_makes_no_fact(text: str) -> None:
 
 def test_like_as_a_verb_agrees_with_its_subject() -> None:
     assert triples("I like tea. Melanie loves painting.") == [("User", "likes", "tea"), ("Melanie", "likes", "painting")]
+
+
+@pytest.mark.parametrize(("text", "days"), [
+    ("I moved from Berlin to London last month.", 30),
+    ("I switched from vim to neovim two weeks ago", 14),
+    ("Last year, I moved to Rome.", 365),
+    ("I moved to Paris 3 years ago", 3 * 365),
+    ("I use vim", 0),
+])
+def test_a_past_time_phrase_dates_the_fact_before_the_message_and_leaves_the_object(text: str, days: int) -> None:
+    (fact,) = extract_text(text).facts
+    assert fact.before == timedelta(days=days)
+    assert not any(w in fact.object.lower().split() for w in ("last", "ago", "weeks", "years", "month"))
+
+
+def test_a_future_time_phrase_is_not_taken_for_a_past_one() -> None:
+    assert extract_text("I live in Oslo and will move next month").facts[0].before == timedelta(0)

@@ -59,6 +59,15 @@ async def test_move_from_berlin_to_london_invalidates_berlin_at_the_move(semanti
     assert berlin.superseded_by == london.id and london.invalid_at is None
 
 
+async def test_a_move_said_to_be_last_month_takes_effect_a_month_before_the_message(semantic_engine: MemoryEngine, episode) -> None:  # type: ignore[no-untyped-def]
+    await _say(semantic_engine, episode, (0, "I live in Berlin."), (60, "I moved from Berlin to London last month."))
+    london, berlin = await semantic_engine.edge_history(G, "User", "lives_in")
+    assert london.valid_at == berlin.invalid_at == T0 + timedelta(days=30)
+    assert london.last_seen == T0 + timedelta(days=60)  # heard at the message: confidence decays from then
+    assert (await _facts(semantic_engine, "where do I live?", 40))[0].startswith("User lives in London")
+    assert (await _facts(semantic_engine, "where do I live?", 20))[0] == "User lives in Berlin"
+
+
 async def test_recall_answers_where_i_live_as_of_before_and_after_the_move(semantic_engine: MemoryEngine, episode) -> None:  # type: ignore[no-untyped-def]
     await _say(semantic_engine, episode, (0, "I live in Berlin."), (30, "I moved from Berlin to London."))
     before, after = await _facts(semantic_engine, "where do I live?", 29), await _facts(semantic_engine, "where do I live?", 31)
