@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +22,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(tmp_path / "t.sqlite3")
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
 def _rows(group: GroupId, n: int) -> tuple[list[tuple[Entity, None]], list[tuple[Fact, None]]]:
     people = [Entity(id=f"{group}:p{i}", group_id=group, name=f"Person{i}", canonical_name=f"person{i}")
               for i in range(3)]
@@ -34,83 +45,59 @@ def _rows(group: GroupId, n: int) -> tuple[list[tuple[Entity, None]], list[tuple
     return [(p, None) for p in people], facts
 
 
-async def test_group_token_and_join_filter_rank_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = SqliteStore(tmp_path / "t.sqlite3")
-    await store.open()
-    try:
-        for group in (GroupId("user_a"), GroupId("user_b")):
-            store.bulk_load_sync(*_rows(group, 40))
-        monkeypatch.setattr(backend, "GROUP_TOKEN_BIAS", 0)  # every search applies the group on the row reads
-        by_join = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
-        monkeypatch.setattr(backend, "GROUP_TOKEN_BIAS", 10**9)  # every search narrows by the group token
-        by_token = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
-    finally:
-        await store.close()
+async def test_group_token_and_join_filter_rank_the_same(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    for group in (GroupId("user_a"), GroupId("user_b")):
+        store.bulk_load_sync(*_rows(group, 40))
+    monkeypatch.setattr(backend, "GROUP_TOKEN_BIAS", 0)  # every search applies the group on the row reads
+    by_join = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
+    monkeypatch.setattr(backend, "GROUP_TOKEN_BIAS", 10**9)  # every search narrows by the group token
+    by_token = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
     assert [h.id for h in by_join] == [h.id for h in by_token]
     assert len(by_join) == 10 and all(h.id.startswith("user_a:") for h in by_join)
 
 
-async def test_terms_matching_nothing_give_no_hits(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "t.sqlite3")
-    await store.open()
-    try:
-        store.bulk_load_sync(*_rows(GroupId("user_a"), 5))
-        assert await store.search_facts_text(GroupId("user_a"), ["nowhere"], T0, 10) == []
-    finally:
-        await store.close()
+async def test_terms_matching_nothing_give_no_hits(store: SqliteStore) -> None:
+    store.bulk_load_sync(*_rows(GroupId("user_a"), 5))
+    assert await store.search_facts_text(GroupId("user_a"), ["nowhere"], T0, 10) == []
+
+
+def _drink_rows(group: GroupId, n: int, what: Callable[[int], str], width: int = 0) -> list[tuple[Fact, None]]:
+    """n facts "Person drinks <what(i)>", ids numbered from 0 (zero-padded to `width`)."""
+    person = f"{group}:p"
+    return [(Fact(id=f"{group}:d{i:0{width}d}", group_id=group, subject_id=person, object_id=person,
+                  subject_name="Person", object_name="Person", relation="drinks", edge_type="semantic",
+                  fact="Person drinks " + what(i), confidence=0.9, valid_at=T0, invalid_at=None, created_at=T0), None)
+            for i in range(n)]
 
 
 def _drinks(group: GroupId, n: int, rare_every: int) -> list[tuple[Fact, None]]:
-    person = Entity(id=f"{group}:p", group_id=group, name="Person", canonical_name="person")
-    return [(Fact(id=f"{group}:d{i}", group_id=group, subject_id=person.id, object_id=person.id, subject_name="Person",
-                  object_name="Person", relation="drinks", edge_type="semantic",
-                  fact="Person drinks coffee" + (" with cardamom" if i % rare_every == 0 else ""),
-                  confidence=0.9, valid_at=T0, invalid_at=None, created_at=T0), None) for i in range(n)]
+    return _drink_rows(group, n, lambda i: "coffee" + (" with cardamom" if i % rare_every == 0 else ""))
 
 
-async def test_words_in_half_the_rows_or_more_are_left_out_of_a_large_search(tmp_path: Path) -> None:
+async def test_words_in_half_the_rows_or_more_are_left_out_of_a_large_search(store: SqliteStore) -> None:
     """FTS5 gives such words no weight (IDF clamped to ~0) yet walks all their rows: the rare word alone decides."""
-    store = SqliteStore(tmp_path / "t.sqlite3")
-    await store.open()
-    try:
-        group = GroupId("user_a")
-        store.bulk_load_sync([], _drinks(group, backend.PRUNE_MIN_ROWS + 200, rare_every=100))
-        both = await store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
-        common_only = await store.search_facts_text(group, ["coffee"], T0, 50)
-    finally:
-        await store.close()
+    group = GroupId("user_a")
+    store.bulk_load_sync([], _drinks(group, backend.PRUNE_MIN_ROWS + 200, rare_every=100))
+    both = await store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
+    common_only = await store.search_facts_text(group, ["coffee"], T0, 50)
     assert len(both) == 12 and all(int(h.id.split(":d")[1]) % 100 == 0 for h in both)
     assert common_only == []
 
 
-async def test_a_small_table_searches_every_word(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "t.sqlite3")
-    await store.open()
-    try:
-        group = GroupId("user_a")
-        store.bulk_load_sync([], _drinks(group, 50, rare_every=10))
-        common_only = await store.search_facts_text(group, ["coffee"], T0, 100)
-    finally:
-        await store.close()
+async def test_a_small_table_searches_every_word(store: SqliteStore) -> None:
+    group = GroupId("user_a")
+    store.bulk_load_sync([], _drinks(group, 50, rare_every=10))
+    common_only = await store.search_facts_text(group, ["coffee"], T0, 100)
     assert len(common_only) == 50
 
 
-async def test_rows_with_only_a_much_weaker_word_are_left_out_when_rare_words_find_rows(tmp_path: Path) -> None:
+async def test_rows_with_only_a_much_weaker_word_are_left_out_when_rare_words_find_rows(store: SqliteStore) -> None:
     """Ranking every row "coffee" matches would cost ~2 us a row; the rows that hold "cardamom" are the answer."""
-    store = SqliteStore(tmp_path / "t.sqlite3")
-    await store.open()
-    try:
-        group = GroupId("user_a")
-        person = Entity(id=f"{group}:p", group_id=group, name="Person", canonical_name="person")
-        rows = [(Fact(id=f"{group}:d{i:04d}", group_id=group, subject_id=person.id, object_id=person.id,
-                      subject_name="Person", object_name="Person", relation="drinks", edge_type="semantic",
-                      fact="Person drinks " + ("coffee" if i % 5 < 2 else "water")
-                      + (" with cardamom" if i % 300 in (0, 3) else ""),
-                      confidence=0.9, valid_at=T0, invalid_at=None, created_at=T0), None) for i in range(3000)]
-        store.bulk_load_sync([], rows)  # coffee in 1,200 rows (40%: not weightless), cardamom in 20
-        hits = await store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
-    finally:
-        await store.close()
+    group = GroupId("user_a")
+    rows = _drink_rows(group, 3000, lambda i: ("coffee" if i % 5 < 2 else "water")
+                       + (" with cardamom" if i % 300 in (0, 3) else ""), width=4)
+    store.bulk_load_sync([], rows)  # coffee in 1,200 rows (40%: not weightless), cardamom in 20
+    hits = await store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
     numbers = [int(h.id.split(":d")[1]) for h in hits]
     assert len(numbers) == 20 and all(n % 300 in (0, 3) for n in numbers)
     assert all(n % 300 == 0 for n in numbers[:10])  # holding both words first, as the whole query ranks them
@@ -127,7 +114,7 @@ async def test_a_read_only_process_writes_its_retrieval_counts_in_the_background
         group = GroupId("user_a")
         store.bulk_load_sync([], _drinks(group, 1000, rare_every=10))
         await store.mark_retrieved(group, [f"{group}:d{i}" for i in range(1000)])  # returns without writing
-        other = sqlite3.connect(tmp_path / "t.sqlite3")
+        other = sqlite3.connect(store.path)
         with anyio.fail_after(5):
             while other.execute("SELECT count(*) FROM facts WHERE retrieval_count = 1").fetchone()[0] < 1000:
                 await anyio.sleep(0.02)
