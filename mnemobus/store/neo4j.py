@@ -1265,6 +1265,8 @@ class Neo4jStore:
                 return [exc for _ in works]
         if done is not None:
             return done
+        log.warning("a batch of %d writes was rolled back (%d failed on their own); running each in its own "
+                    "transaction so only the bad one fails", len(works), len(failed))
         out: list[T | Exception] = []
         for i, work in enumerate(works):
             if i in failed:
