@@ -10,7 +10,7 @@ are searched separately and merged afterwards, so nothing crosses groups.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,8 +24,8 @@ from mnemobus.engine.scoring import decayed_confidence, fact_weight, rrf
 from mnemobus.engine.text import query_terms
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
-from mnemobus.store.contract import BatchReads, GraphStore, Hit
-from mnemobus.store.model import RecallQuery, RecallResult, ScoredEpisode, ScoredFact
+from mnemobus.store.contract import BatchReads, GraphStore, Hit, Standing, StandingReads
+from mnemobus.store.model import Fact, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 
 MAX_QUERY_CHARS = 4000
 MAX_GROUPS = 64
@@ -56,9 +56,33 @@ async def _each(inline: bool, calls: Sequence[Callable[[], Awaitable[Any]]]) -> 
     return results
 
 
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A weighed fact of one group: a Standing until recall reads the whole row of the few it returns."""
+
+    group_id: GroupId
+    row: Fact | Standing
+    score: float
+
+
+async def _whole(store: GraphStore, found: list[_Found]) -> list[ScoredFact]:
+    """The chosen facts as whole rows, in the order given; a fact deleted since it was weighed is left out."""
+    wanted: dict[GroupId, list[str]] = {}
+    for f in found:
+        if not isinstance(f.row, Fact):
+            wanted.setdefault(f.group_id, []).append(f.row.id)
+    read = {(g, fact.id): fact for g, ids in wanted.items() for fact in await store.get_facts(g, ids)}
+    out = []
+    for f in found:
+        fact = f.row if isinstance(f.row, Fact) else read.get((f.group_id, f.row.id))
+        if fact is not None:
+            out.append(ScoredFact(fact, f.score))
+    return out
+
+
 async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vector: np.ndarray | None,
                         as_of: datetime, recipe: Recipe, query: RecallQuery,
-                        inline: bool) -> tuple[list[ScoredFact], list[ScoredEpisode]]:
+                        inline: bool, reads_standings: bool) -> tuple[list[_Found], list[ScoredEpisode]]:
     """One group in three rounds: every candidate query, then the graph walk from the matched entities, then the rows.
 
     Rounds, not one call per method, because on a networked store each
@@ -111,19 +135,20 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
     fused_ep = rrf(ep_rankings, recipe.rrf_k, ep_weights) if em else {}
     best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
 
-    fetched, episodes = await _each(inline, [
-        lambda: store.get_facts(group, best) if best else _none(),
+    rows, episodes = await _each(inline, [
+        lambda: _none() if not best else
+        store.fact_standings(group, best) if reads_standings else store.get_facts(group, best),  # type: ignore[attr-defined]
         lambda: store.get_episodes(group, best_ep) if best_ep else _none(),
     ])
-    known = {f.id: f for f in fetched}
-    facts: list[ScoredFact] = []
+    known = {r.id: r for r in rows}
+    facts: list[_Found] = []
     for fact_id in best:
-        fact = known.get(fact_id)
-        if fact is None or decayed_confidence(fact, as_of, recipe.decay_rate) < recipe.min_confidence:
+        row = known.get(fact_id)
+        if row is None or decayed_confidence(row, as_of, recipe.decay_rate) < recipe.min_confidence:
             continue
-        weight = fact_weight(fact, as_of, decay_rate=recipe.decay_rate, recency_rate=recipe.recency_rate,
+        weight = fact_weight(row, as_of, decay_rate=recipe.decay_rate, recency_rate=recipe.recency_rate,
                              retrieval_boost=recipe.retrieval_boost)
-        facts.append(ScoredFact(fact, fused[fact_id] * weight))
+        facts.append(_Found(group, row, fused[fact_id] * weight))
     scored_eps = [ScoredEpisode(ep, fused_ep[ep.id]) for ep in episodes
                   if ep.reference_time is None or ep.reference_time <= as_of]
     return facts, scored_eps
@@ -166,36 +191,43 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
     def embedded() -> np.ndarray | None:
         return embedder.embed([query.text])[0] if wants_vector else None  # type: ignore[union-attr]
 
-    scored_facts: list[ScoredFact] = []
+    reads_standings = isinstance(store, StandingReads)  # once: a protocol check costs ~30 us
+    found_facts: list[_Found] = []
     scored_episodes: list[ScoredEpisode] = []
+    order = {g: i for i, g in enumerate(groups)}
 
-    async def search_all(view: GraphStore) -> None:
+    def chosen() -> list[_Found]:
+        # the same fact or message in several groups is shown once, with its best score, under the group the
+        # caller named first (the shared user group before a per-agent one)
+        return _dedupe(found_facts, lambda f: f.row.fact.casefold(), lambda f: order[f.group_id],
+                       lambda f: f.score, lambda f: f.row.id, query.max_facts)
+
+    async def search_all(view: GraphStore) -> list[ScoredFact]:
         vector = embedded()  # on the reads' thread: one hop for the whole recall
         for group in groups:
-            facts, episodes = await _search_group(view, group, terms, vector, as_of, recipe, query, inline=True)
-            scored_facts.extend(facts)
+            facts, episodes = await _search_group(view, group, terms, vector, as_of, recipe, query, inline=True,
+                                                   reads_standings=reads_standings)
+            found_facts.extend(facts)
             scored_episodes.extend(episodes)
+        return await _whole(view, chosen())
 
     async def searched(group: GroupId, vector: np.ndarray | None) -> None:
-        facts, episodes = await _search_group(store, group, terms, vector, as_of, recipe, query, inline=False)
-        scored_facts.extend(facts)
+        facts, episodes = await _search_group(store, group, terms, vector, as_of, recipe, query, inline=False,
+                                               reads_standings=reads_standings)
+        found_facts.extend(facts)
         scored_episodes.extend(episodes)
 
     if isinstance(store, BatchReads):
         # every group in one thread hop, one after another: the work is mostly Python, so threads side by side
         # would only contend for the interpreter lock (measured: slower than in turn)
-        await store.run_reads(search_all)
+        facts = await store.run_reads(search_all)
     else:
         vector = await anyio.to_thread.run_sync(embedded)
         async with anyio.create_task_group() as tg:
             for group in groups:
                 tg.start_soon(searched, group, vector)
+        facts = await _whole(store, chosen())
 
-    # the same fact or message in several groups is shown once, with its best score, under the group the
-    # caller named first (the shared user group before a per-agent one)
-    order = {g: i for i, g in enumerate(groups)}
-    facts = _dedupe(scored_facts, lambda sf: sf.fact.fact.casefold(), lambda sf: order[sf.fact.group_id],
-                    lambda sf: sf.score, lambda sf: sf.fact.id, query.max_facts)
     episodes = tuple(_dedupe(scored_episodes, lambda se: se.episode.content.casefold(),
                              lambda se: order[se.episode.group_id], lambda se: se.score, lambda se: se.episode.id,
                              query.max_episodes))

@@ -5,10 +5,28 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-
-from mnemobus.store.model import Fact
+from typing import Protocol
 
 SECONDS_PER_DAY = 86400.0
+
+
+class Weighed(Protocol):
+    """What weighting reads of a fact: a whole Fact or a store's Standing."""
+
+    @property
+    def confidence(self) -> float: ...
+
+    @property
+    def valid_at(self) -> datetime | None: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+    @property
+    def last_seen(self) -> datetime | None: ...
+
+    @property
+    def retrieval_count(self) -> int: ...
 
 
 def rrf(rankings: Iterable[Sequence[str]], k: float = 60.0, weights: Sequence[float] | None = None) -> dict[str, float]:
@@ -33,16 +51,16 @@ def days_between(earlier: datetime | None, later: datetime) -> float:
     return max(0.0, (later - earlier).total_seconds() / SECONDS_PER_DAY)
 
 
-def last_observed(fact: Fact) -> datetime | None:
+def last_observed(fact: Weighed) -> datetime | None:
     return fact.last_seen or fact.valid_at or fact.created_at
 
 
-def decayed_confidence(fact: Fact, at: datetime, rate: float) -> float:
+def decayed_confidence(fact: Weighed, at: datetime, rate: float) -> float:
     """c * exp(-rate * days since last observed): facts nobody repeats fade, reinforcement restores them."""
     return fact.confidence * math.exp(-rate * days_between(last_observed(fact), at))
 
 
-def recency(fact: Fact, at: datetime, rate: float) -> float:
+def recency(fact: Weighed, at: datetime, rate: float) -> float:
     return 1.0 / (1.0 + rate * days_between(fact.valid_at or fact.created_at, at))
 
 
@@ -51,7 +69,7 @@ def retrieval_weight(count: int, boost: float) -> float:
     return min(1.5, 1.0 + boost * math.log1p(max(0, count)))
 
 
-def fact_weight(fact: Fact, at: datetime, *, decay_rate: float, recency_rate: float, retrieval_boost: float) -> float:
+def fact_weight(fact: Weighed, at: datetime, *, decay_rate: float, recency_rate: float, retrieval_boost: float) -> float:
     """Ranking weight: confidence and age reorder facts of close relevance.
 
     The square root keeps a month-old fact (decayed to ~0.74) within ~14% of a new one: with

@@ -69,6 +69,23 @@ class Step:
     confidence: float
 
 
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """What recall weighs and de-duplicates a candidate fact by.
+
+    Recall weighs ~30 candidates per group and shows a handful; reading names and
+    provenance for every candidate was a third of its time on the embedded store.
+    """
+
+    id: str
+    fact: str
+    confidence: float
+    valid_at: datetime | None
+    created_at: datetime
+    last_seen: datetime | None
+    retrieval_count: int
+
+
 class WriteTxn(Protocol):
     """One atomic write of one episode's consequences.
 
@@ -234,6 +251,19 @@ class BatchReads(Protocol):
     """
 
     async def run_reads(self, work: Callable[[GraphStore], Awaitable[T]]) -> T: ...
+
+
+@runtime_checkable
+class StandingReads(Protocol):
+    """Optional: a backend that reads what ranking needs more cheaply than whole facts (SQLite: no joins).
+
+    Recall then reads whole facts (`get_facts`) only for the ones it returns;
+    a backend without it is asked `get_facts` for every candidate, once.
+    """
+
+    async def fact_standings(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Standing]:
+        """The named facts of the group (missing ids skipped), in the order asked, retrieval counts as
+        `get_facts` gives them."""
 
 
 async def neighbourhood(store: GraphStore, group_id: GroupId, entity_ids: Sequence[str], **walk: Any) -> list[FactHop]:

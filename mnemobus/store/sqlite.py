@@ -28,8 +28,9 @@ import numpy as np
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Step, Vector, WriteTxn
+from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Step, Vector, WriteTxn
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
+from mnemobus.store.sqlite_graph import GraphReader, add_versioning
 from mnemobus.store.sqlite_fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite_vectors import VectorCache
 
@@ -39,11 +40,12 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: fact rows stamped with their group's version (sqlite_graph)
 BUSY_TIMEOUT_S = 1.0
 READERS = 4  # reader connections per store (see SqliteStore._borrow)
 READER_CACHE_KB = 16_384  # reads go through the memory map; the page cache only holds what it does not cover
 _SEP = "\x1f"
+_EPOCH = datetime.fromtimestamp(0, UTC)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,14 +71,11 @@ CREATE TABLE IF NOT EXISTS facts(
   id TEXT PRIMARY KEY, group_id TEXT NOT NULL, subject_id TEXT NOT NULL, object_id TEXT NOT NULL,
   relation TEXT NOT NULL, edge_type TEXT NOT NULL, fact TEXT NOT NULL, confidence REAL NOT NULL,
   valid_at REAL, invalid_at REAL, created_at REAL NOT NULL, expired_at REAL, superseded_by TEXT,
-  last_seen REAL, retrieval_count INTEGER NOT NULL DEFAULT 0, embedding BLOB);
+  last_seen REAL, retrieval_count INTEGER NOT NULL DEFAULT 0, embedding BLOB,
+  ver INTEGER NOT NULL DEFAULT 0);  -- see sqlite_graph
 CREATE INDEX IF NOT EXISTS facts_group ON facts(group_id);
 CREATE INDEX IF NOT EXISTS facts_subject ON facts(subject_id, relation);
 CREATE INDEX IF NOT EXISTS facts_object ON facts(object_id);
-CREATE INDEX IF NOT EXISTS facts_walk_subject ON facts(
-  subject_id, group_id, valid_at, invalid_at, confidence, relation, edge_type, id, object_id);
-CREATE INDEX IF NOT EXISTS facts_walk_object ON facts(
-  object_id, group_id, valid_at, invalid_at, confidence, relation, edge_type, id, subject_id);
 CREATE TABLE IF NOT EXISTS fact_sources(
   fact_id TEXT NOT NULL, episode_id TEXT NOT NULL, source_message_id TEXT NOT NULL,
   PRIMARY KEY(fact_id, episode_id)) WITHOUT ROWID;
@@ -139,7 +138,7 @@ def _fact(row: Sequence[Any], pending: dict[str, int] | None = None) -> Fact:
         confidence=row[9],
         valid_at=_dt(row[10]),
         invalid_at=_dt(row[11]),
-        created_at=_dt(row[12]) or datetime.fromtimestamp(0, UTC),
+        created_at=_dt(row[12]) or _EPOCH,
         expired_at=_dt(row[13]),
         superseded_by=row[14],
         last_seen=_dt(row[15]),
@@ -201,6 +200,7 @@ class SqliteStore:
         self.path = Path(path)
         self.dim = dim
         self.vectors = VectorCache(dim, vector_cache_mb * 1024 * 1024)
+        self.graphs = GraphReader(vector_cache_mb * 1024 * 1024 // 4)  # fact graphs: a quarter on top of the vectors
         self.term_counts = TermCounts()
         self._writer: sqlite3.Connection | None = None
         self._write_lock = anyio.Lock()
@@ -294,10 +294,14 @@ class SqliteStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
             conn.executescript(_SCHEMA)
+            add_versioning(conn)
+            conn.execute("DROP INDEX IF EXISTS facts_walk_subject")  # schema 1 walked the graph in SQL
+            conn.execute("DROP INDEX IF EXISTS facts_walk_object")
             conn.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?), ('dim', ?)",
                 (str(SCHEMA_VERSION), str(self.dim)),
             )
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             stored_dim = int(conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()[0])
             if stored_dim != self.dim:
                 conn.close()
@@ -674,16 +678,10 @@ class SqliteStore:
                 hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted)
                 if not hits:
                     return []
-                marks = ",".join("?" * len(hits))
-                valid = {
-                    r[0]
-                    for r in c.execute(
-                        f"SELECT rowid FROM facts f WHERE rowid IN ({marks}) AND +group_id = ?"
-                        " AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)",
-                        (*(h[2] for h in hits), group_id, t, t),
-                    )
-                }
-                found = [Hit(i, score) for i, score, rowid in hits if rowid in valid]
+                graph = self.graphs.current(c, group_id)  # after the vectors: it holds every row they returned
+                with graph.lock:
+                    valid = graph.valid([h[0] for h in hits], t)
+                found = [Hit(i, score) for i, score, _ in hits if i in valid]
                 if len(found) >= limit or len(hits) < wanted or wanted >= limit * 32:
                     return found[:limit]
                 wanted *= 4
@@ -708,48 +706,11 @@ class SqliteStore:
         limit: int = 50,
     ) -> list[Step]:
         t = _ts(as_of)
-        filters = ""
-        extra: list[Any] = []
-        if relations:
-            filters += f" AND f.relation IN ({','.join('?' * len(relations))})"
-            extra += list(relations)
-        if edge_types:
-            filters += f" AND f.edge_type IN ({','.join('?' * len(edge_types))})"
-            extra += list(edge_types)
 
         def q(c: sqlite3.Connection) -> list[Step]:
-            seen_entities = set(entity_ids)
-            frontier = list(dict.fromkeys(entity_ids))
-            picked: list[Step] = []
-            seen_facts: set[str] = set()
-            for hop in range(1, max_hops + 1):
-                if not frontier or len(picked) >= limit:
-                    break
-                marks = ",".join("?" * len(frontier))
-                # two indexed lookups (subject side, object side) rather than an OR the planner may scan for
-                # each side answered from its covering index alone: fact rows carry their embedding and are
-                # fat, so touching the table for every candidate edge was most of a recall's time at 100k facts
-                valid = " AND f.group_id = ? AND (f.valid_at IS NULL OR f.valid_at <= ?) AND (f.invalid_at IS NULL OR f.invalid_at > ?)"
-                side = "SELECT f.rowid, f.id, f.subject_id, f.object_id, f.confidence FROM facts f INDEXED BY"
-                rows = c.execute(
-                    f"{side} facts_walk_subject WHERE f.subject_id IN ({marks}){valid}{filters}"
-                    f" UNION {side} facts_walk_object WHERE f.object_id IN ({marks}){valid}{filters}"
-                    " ORDER BY 5 DESC, 2 LIMIT ?",
-                    (*frontier, group_id, t, t, *extra, *frontier, group_id, t, t, *extra, limit * 4),
-                ).fetchall()
-                nxt: list[str] = []
-                for _, fact_id, subject_id, object_id, confidence in rows:
-                    if fact_id in seen_facts:
-                        continue
-                    seen_facts.add(fact_id)
-                    if len(picked) < limit:
-                        picked.append(Step(fact_id, hop, confidence))
-                    for eid in (subject_id, object_id):
-                        if eid not in seen_entities:
-                            seen_entities.add(eid)
-                            nxt.append(eid)
-                frontier = nxt
-            return picked
+            graph = self.graphs.current(c, group_id)
+            with graph.lock:
+                return [Step(*step) for step in graph.walk(entity_ids, t, max_hops, relations, edge_types, limit)]
 
         return await self._read(q)
 
@@ -768,6 +729,20 @@ class SqliteStore:
             # retrievals not yet flushed still count: reads in this process see their own increments
             by_id = {r[0]: _fact(r, self._pending_retrievals) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
+
+        return await self._read(q)
+
+    async def fact_standings(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Standing]:
+        """From the group's in-memory graph: what recall weighs ~30 candidates a group by (a whole fact joins
+        two entities and gathers its provenance)."""
+        ids = list(dict.fromkeys(fact_ids))
+        if not ids:
+            return []
+
+        def q(c: sqlite3.Connection) -> list[Standing]:
+            graph = self.graphs.current(c, group_id)
+            with graph.lock:
+                return graph.standings(ids, self._pending_retrievals)
 
         return await self._read(q)
 

@@ -1,0 +1,84 @@
+"""Keeping each group's in-memory FactGraph current with the SQLite file, across processes.
+
+The file is the source of truth, and other processes (the extraction worker)
+write it. Triggers stamp every fact row a write touches with its group's next
+version (`group_versions.ver`), and a deletion moves the group's `epoch`. A
+reader compares the group's (epoch, version) with its graph's: the same -> use
+it; a newer version -> read only the rows stamped after it (an index range);
+another epoch -> read the group again. Triggers rather than code in each write
+path: every writer, including one started from an older build of mnemobus,
+stamps the same way, because the rule lives in the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+from mnemobus.store.fact_graph import FactGraph, FactGraphCache
+
+# the columns that ranking, validity and the walk read; a change to any of them must reach the graphs
+_WATCHED = ("subject_id, object_id, relation, edge_type, fact, confidence, valid_at, invalid_at, created_at,"
+            " last_seen, retrieval_count")
+_BUMP = """
+  INSERT INTO group_versions(group_id, epoch, ver) VALUES (NEW.group_id, 0, 1)
+    ON CONFLICT(group_id) DO UPDATE SET ver = ver + 1;
+  UPDATE facts SET ver = (SELECT ver FROM group_versions WHERE group_id = NEW.group_id) WHERE rowid = NEW.rowid;
+"""
+VERSIONING = f"""
+CREATE TABLE IF NOT EXISTS group_versions(
+  group_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, ver INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS facts_group_ver ON facts(group_id, ver);
+CREATE TRIGGER IF NOT EXISTS facts_stamp_insert AFTER INSERT ON facts BEGIN {_BUMP} END;
+CREATE TRIGGER IF NOT EXISTS facts_stamp_update AFTER UPDATE OF {_WATCHED} ON facts BEGIN {_BUMP} END;
+CREATE TRIGGER IF NOT EXISTS facts_stamp_delete AFTER DELETE ON facts BEGIN
+  UPDATE group_versions SET epoch = epoch + 1, ver = ver + 1 WHERE group_id = OLD.group_id;
+END;
+"""
+_ROW = ("SELECT id, fact, confidence, valid_at, invalid_at, created_at, last_seen, retrieval_count, subject_id,"
+        " object_id, relation, edge_type FROM facts")
+
+
+def add_versioning(conn: sqlite3.Connection) -> None:
+    """Make a file written before versions existed versioned: its rows start at version 0 (a first read of
+    a group loads every row whatever its stamp)."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(facts)")}
+    if "ver" not in columns:
+        conn.execute("ALTER TABLE facts ADD COLUMN ver INTEGER NOT NULL DEFAULT 0")
+    conn.executescript(VERSIONING)
+
+
+class GraphReader:
+    """Per-group graphs for one store's reader connections; one loader per group at a time."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.cache = FactGraphCache(budget_bytes)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _lock(self, group_id: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(group_id, threading.Lock())
+
+    def current(self, conn: sqlite3.Connection, group_id: str) -> FactGraph:
+        """The group's graph with every change committed before this call; hold `graph.lock` while reading it."""
+        with self._lock(group_id):
+            row = conn.execute("SELECT epoch, ver FROM group_versions WHERE group_id = ?", (group_id,)).fetchone()
+            epoch, version = row if row is not None else (0, 0)
+            graph = self.cache.get(group_id)
+            if graph is not None and graph.epoch == epoch and graph.version >= version:
+                return graph
+            if graph is None or graph.epoch != epoch:
+                # the version is read before the rows: a row committed in between is read now and again later
+                graph = FactGraph(epoch, version)
+                rows = conn.execute(f"{_ROW} WHERE group_id = ?", (group_id,))
+            else:
+                rows = conn.execute(f"{_ROW} WHERE group_id = ? AND ver > ?", (group_id, graph.version))
+            with graph.lock:
+                graph.put(rows.fetchall())
+                graph.version = version
+            self.cache.put(group_id, graph)  # again after growing: the budget is checked on put
+            return graph
+
+    def drop(self, group_id: str) -> None:
+        self.cache.drop(group_id)

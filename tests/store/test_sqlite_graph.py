@@ -1,0 +1,130 @@
+"""SqliteStore's in-memory fact graphs: the walk, the validity filter and ranking see every committed write.
+
+`reader` keeps a group's graph in memory; `writer` is a second store on the same file, which
+is what the extraction worker is to a plugin. Each write that changes what the graph holds
+(a new fact, an invalidation, a retrieval count, a deletion) must show in reader's next read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from mnemobus.groups import GroupId
+from mnemobus.store.sqlite import SqliteStore
+from test_conformance import T0, alice_graph, entity, fact, put, vec  # same folder (pytest prepend import mode)
+
+pytestmark = pytest.mark.anyio
+G = GroupId("user_graph")
+LATER = T0 + timedelta(days=1)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def reader(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    store = SqliteStore(tmp_path / "m.sqlite3")
+    await store.open()
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def writer(reader: SqliteStore) -> AsyncIterator[SqliteStore]:
+    store = SqliteStore(reader.path)
+    await store.open()
+    yield store
+    await store.close()
+
+
+async def _walked(store: SqliteStore, seed: str) -> list[str]:
+    return [s.fact_id for s in await store.walk(G, [seed], as_of=LATER, max_hops=1)]
+
+
+async def test_a_fact_another_store_writes_is_walked_on_the_next_read(reader: SqliteStore, writer: SqliteStore) -> None:
+    g = await alice_graph(writer, G)
+    before = await _walked(reader, g["alice"].id)  # type: ignore[attr-defined]
+    tea = entity(G, "Tea", kind="thing")
+    likes_tea = fact(G, g["alice"], "likes", tea, "Alice likes tea", confidence=0.95)  # type: ignore[arg-type]
+    await put(writer, entities=[tea], facts=[likes_tea])
+    assert likes_tea.id not in before
+    assert (await _walked(reader, g["alice"].id))[0] == likes_tea.id  # type: ignore[attr-defined]
+
+
+async def test_an_invalidation_another_store_writes_ends_the_fact_for_walk_and_vector_search(
+    reader: SqliteStore, writer: SqliteStore
+) -> None:
+    g = await alice_graph(writer, G)
+    coffee = g["facts"][3]  # type: ignore[index]
+    assert coffee.id in await _walked(reader, g["alice"].id)  # type: ignore[attr-defined]
+    async with writer.transaction() as tx:
+        await tx.update_fact(replace(coffee, invalid_at=T0 + timedelta(hours=1)))
+    assert coffee.id not in await _walked(reader, g["alice"].id)  # type: ignore[attr-defined]
+    hits = await reader.search_facts_vector(G, vec("Alice likes strong coffee"), LATER, 10)
+    assert coffee.id not in [h.id for h in hits]
+
+
+async def test_a_retrieval_count_another_store_writes_reaches_the_standings(reader: SqliteStore, writer: SqliteStore) -> None:
+    g = await alice_graph(writer, G)
+    works = g["facts"][0]  # type: ignore[index]
+    assert (await reader.fact_standings(G, [works.id]))[0].retrieval_count == 0
+    await writer.mark_retrieved(G, [works.id, works.id])
+    await writer.close()  # writes the counts it holds
+    assert (await reader.fact_standings(G, [works.id]))[0].retrieval_count == 2
+
+
+async def test_an_episode_another_store_deletes_takes_its_facts_out_of_the_graph(
+    reader: SqliteStore, writer: SqliteStore
+) -> None:
+    g = await alice_graph(writer, G)
+    assert len(await _walked(reader, g["alice"].id)) == 2  # type: ignore[attr-defined]
+    await writer.delete_episode(G, g["ep"].id)  # type: ignore[attr-defined]
+    assert await _walked(reader, g["alice"].id) == []  # type: ignore[attr-defined]
+    assert await reader.fact_standings(G, [f.id for f in g["facts"]]) == []  # type: ignore[attr-defined]
+
+
+async def test_standings_carry_what_get_facts_gives(reader: SqliteStore) -> None:
+    g = await alice_graph(reader, G)
+    ids = [f.id for f in g["facts"]]  # type: ignore[attr-defined]
+    await reader.mark_retrieved(G, ids[:1])  # pending in this process: counted by both reads
+    whole = await reader.get_facts(G, ids)
+    standings = await reader.fact_standings(G, list(reversed(ids)) + ["missing"])
+    assert [s.id for s in standings] == list(reversed(ids))
+    for s, f in zip(standings, reversed(whole)):
+        assert (s.fact, s.confidence, s.valid_at, s.created_at, s.last_seen, s.retrieval_count) == (
+            f.fact, f.confidence, f.valid_at, f.created_at, f.last_seen, f.retrieval_count)
+
+
+async def test_a_file_written_before_versions_is_versioned_on_open_and_walked(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    store = SqliteStore(path)
+    await store.open()
+    g = await alice_graph(store, G)
+    await store.close()
+    with sqlite3.connect(path) as conn:  # back to schema 1: no stamps, no triggers, no version table
+        for trigger in ("facts_stamp_insert", "facts_stamp_update", "facts_stamp_delete"):
+            conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute("DROP TABLE group_versions")
+        conn.execute("DROP INDEX facts_group_ver")
+        conn.execute("ALTER TABLE facts DROP COLUMN ver")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        assert len(await _walked(store, g["alice"].id)) == 2  # type: ignore[attr-defined]
+        tea = entity(G, "Tea", kind="thing")
+        await put(store, entities=[tea], facts=[fact(G, g["alice"], "likes", tea, "Alice likes tea")])  # type: ignore[arg-type]
+        assert len(await _walked(store, g["alice"].id)) == 3  # type: ignore[attr-defined]
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+
