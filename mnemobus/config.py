@@ -55,8 +55,9 @@ class StoreSettings(Section):
     backend: Literal["sqlite", "neo4j"] = "sqlite"
     sqlite_path: Path = Path("data/mnemobus.sqlite3")
     vector_cache_mb: int = Field(default=512, ge=16, description="per process, both backends: each group's "
-                                 "vectors (and on Neo4j its graph) kept in memory, least recently used groups evicted; "
-                                 "1M facts with their entities need ~1.8 GB to stay warm")
+                                 "vectors and graph kept in memory, least recently used groups evicted (SQLite: the "
+                                 "graphs get a quarter of this on top); 1M facts with their entities need ~1.8 GB "
+                                 "of vectors to stay warm")
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)
 
 
