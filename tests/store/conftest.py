@@ -104,6 +104,19 @@ async def store(
 
 
 @pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator["SqliteStore"]:
+    """One opened SQLite store for a SQLite-only test."""
+    from mnemobus.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "sqlite.sqlite3")
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
 async def neo(neo4j_uri: str, new_group: Callable[[str], GroupId]) -> AsyncIterator["Neo4jStore"]:
     """One Neo4j store for a Neo4j-only test; the groups the test made are deleted afterwards."""
     from mnemobus.store.neo4j import Neo4jStore

@@ -25,20 +25,14 @@ LATER = T0 + timedelta(days=1)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def reader(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "m.sqlite3")
-    await store.open()
-    yield store
-    await store.close()
+def reader(sqlite_store: SqliteStore) -> SqliteStore:
+    """Keeps the group's graph in memory between reads."""
+    return sqlite_store
 
 
 @pytest.fixture
 async def writer(reader: SqliteStore) -> AsyncIterator[SqliteStore]:
+    """A second store on the same file: another process, as far as the graph can tell."""
     store = SqliteStore(reader.path)
     await store.open()
     yield store

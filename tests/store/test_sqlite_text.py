@@ -17,21 +17,6 @@ pytestmark = pytest.mark.anyio
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = SqliteStore(tmp_path / "t.sqlite3")
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
 def _rows(group: GroupId, n: int) -> tuple[list[tuple[Entity, None]], list[tuple[Fact, None]]]:
     people = [Entity(id=f"{group}:p{i}", group_id=group, name=f"Person{i}", canonical_name=f"person{i}")
               for i in range(3)]
@@ -45,20 +30,20 @@ def _rows(group: GroupId, n: int) -> tuple[list[tuple[Entity, None]], list[tuple
     return [(p, None) for p in people], facts
 
 
-async def test_group_token_and_join_filter_rank_the_same(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_group_token_and_join_filter_rank_the_same(sqlite_store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     for group in (GroupId("user_a"), GroupId("user_b")):
-        store.bulk_load_sync(*_rows(group, 40))
+        sqlite_store.bulk_load_sync(*_rows(group, 40))
     monkeypatch.setattr(backend, "GROUP_TOKEN_BIAS", 0)  # every search applies the group on the row reads
-    by_join = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
+    by_join = await sqlite_store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
     monkeypatch.setattr(backend, "GROUP_TOKEN_BIAS", 10**9)  # every search narrows by the group token
-    by_token = await store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
+    by_token = await sqlite_store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
     assert [h.id for h in by_join] == [h.id for h in by_token]
     assert len(by_join) == 10 and all(h.id.startswith("user_a:") for h in by_join)
 
 
-async def test_terms_matching_nothing_give_no_hits(store: SqliteStore) -> None:
-    store.bulk_load_sync(*_rows(GroupId("user_a"), 5))
-    assert await store.search_facts_text(GroupId("user_a"), ["nowhere"], T0, 10) == []
+async def test_terms_matching_nothing_give_no_hits(sqlite_store: SqliteStore) -> None:
+    sqlite_store.bulk_load_sync(*_rows(GroupId("user_a"), 5))
+    assert await sqlite_store.search_facts_text(GroupId("user_a"), ["nowhere"], T0, 10) == []
 
 
 def _drink_rows(group: GroupId, n: int, what: Callable[[int], str], width: int = 0) -> list[tuple[Fact, None]]:
@@ -74,30 +59,30 @@ def _drinks(group: GroupId, n: int, rare_every: int) -> list[tuple[Fact, None]]:
     return _drink_rows(group, n, lambda i: "coffee" + (" with cardamom" if i % rare_every == 0 else ""))
 
 
-async def test_words_in_half_the_rows_or_more_are_left_out_of_a_large_search(store: SqliteStore) -> None:
+async def test_words_in_half_the_rows_or_more_are_left_out_of_a_large_search(sqlite_store: SqliteStore) -> None:
     """FTS5 gives such words no weight (IDF clamped to ~0) yet walks all their rows: the rare word alone decides."""
     group = GroupId("user_a")
-    store.bulk_load_sync([], _drinks(group, backend.PRUNE_MIN_ROWS + 200, rare_every=100))
-    both = await store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
-    common_only = await store.search_facts_text(group, ["coffee"], T0, 50)
+    sqlite_store.bulk_load_sync([], _drinks(group, backend.PRUNE_MIN_ROWS + 200, rare_every=100))
+    both = await sqlite_store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
+    common_only = await sqlite_store.search_facts_text(group, ["coffee"], T0, 50)
     assert len(both) == 12 and all(int(h.id.split(":d")[1]) % 100 == 0 for h in both)
     assert common_only == []
 
 
-async def test_a_small_table_searches_every_word(store: SqliteStore) -> None:
+async def test_a_small_table_searches_every_word(sqlite_store: SqliteStore) -> None:
     group = GroupId("user_a")
-    store.bulk_load_sync([], _drinks(group, 50, rare_every=10))
-    common_only = await store.search_facts_text(group, ["coffee"], T0, 100)
+    sqlite_store.bulk_load_sync([], _drinks(group, 50, rare_every=10))
+    common_only = await sqlite_store.search_facts_text(group, ["coffee"], T0, 100)
     assert len(common_only) == 50
 
 
-async def test_rows_with_only_a_much_weaker_word_are_left_out_when_rare_words_find_rows(store: SqliteStore) -> None:
+async def test_rows_with_only_a_much_weaker_word_are_left_out_when_rare_words_find_rows(sqlite_store: SqliteStore) -> None:
     """Ranking every row "coffee" matches would cost ~2 us a row; the rows that hold "cardamom" are the answer."""
     group = GroupId("user_a")
     rows = _drink_rows(group, 3000, lambda i: ("coffee" if i % 5 < 2 else "water")
                        + (" with cardamom" if i % 300 in (0, 3) else ""), width=4)
-    store.bulk_load_sync([], rows)  # coffee in 1,200 rows (40%: not weightless), cardamom in 20
-    hits = await store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
+    sqlite_store.bulk_load_sync([], rows)  # coffee in 1,200 rows (40%: not weightless), cardamom in 20
+    hits = await sqlite_store.search_facts_text(group, ["coffee", "cardamom"], T0, 50)
     numbers = [int(h.id.split(":d")[1]) for h in hits]
     assert len(numbers) == 20 and all(n % 300 in (0, 3) for n in numbers)
     assert all(n % 300 == 0 for n in numbers[:10])  # holding both words first, as the whole query ranks them
