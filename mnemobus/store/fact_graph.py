@@ -53,7 +53,66 @@ def _dt(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
-class FactGraph:
+class FactEdges:
+    """The walk over a group's held facts, for any table that keeps these attributes by position.
+
+    Shared by `FactGraph` (SQLite) and the Neo4j mirror's fact table, so both stores walk the same
+    way. Times may be in any unit, as long as `t` is in the same one as `valid_at`/`invalid_at`.
+    """
+
+    ids: list[str]
+    size: int
+    valid_at: np.ndarray
+    invalid_at: np.ndarray
+    confidence: np.ndarray
+    ends: list[tuple[str, str]]
+    kind: list[tuple[str, str]]  # (relation, edge_type)
+    touching: dict[str, list[int]]  # entity id -> facts with it as subject or object
+
+    def _valid(self, positions: np.ndarray, t: float) -> np.ndarray:
+        return (self.valid_at[positions] <= t) & (t < self.invalid_at[positions])
+
+    def walk(self, seeds: Sequence[str], t: float, max_hops: int, relations: Sequence[str] | None,
+             edge_types: Sequence[str] | None, limit: int) -> list[tuple[str, int, float]]:
+        """Breadth first over facts valid at t: (fact id, hop, confidence), nearest hops first.
+
+        Within a hop facts by confidence (highest first) then id; each fact once, each entity
+        expanded once, at most `limit` facts, and only the picked facts' far ends are walked on.
+        """
+        rels = set(relations) if relations else None
+        types = set(edge_types) if edge_types else None
+        seen = np.zeros(self.size, dtype=np.bool_)
+        visited: set[str] = set(seeds)
+        frontier = list(dict.fromkeys(seeds))
+        out: list[tuple[str, int, float]] = []
+        for hop in range(1, max_hops + 1):
+            if not frontier or len(out) >= limit:
+                break
+            touched = [i for e in frontier for i in self.touching.get(e, ())]
+            found = np.unique(np.fromiter(touched, dtype=np.int64, count=len(touched)))
+            found = found[~seen[found]]
+            found = found[self._valid(found, t)]
+            if rels is not None or types is not None:
+                found = np.array([i for i in found.tolist() if (rels is None or self.kind[i][0] in rels)
+                                  and (types is None or self.kind[i][1] in types)], dtype=np.int64)
+            want = limit - len(out)
+            conf = self.confidence[found]
+            if len(found) > want:  # only the best `want`, and any level with the last of them, need ordering
+                cut = np.partition(-conf, want - 1)[want - 1]
+                found, conf = found[-conf <= cut], conf[-conf <= cut]
+            nxt: list[str] = []
+            for neg, _, i in sorted(zip((-conf).tolist(), (self.ids[i] for i in found.tolist()), found.tolist()))[:want]:
+                seen[i] = True
+                out.append((self.ids[i], hop, -neg))
+                for e in self.ends[i]:
+                    if e not in visited:
+                        visited.add(e)
+                        nxt.append(e)
+            frontier = nxt
+        return out
+
+
+class FactGraph(FactEdges):
     """Facts of one group by position; `version` and `epoch` say which of the store's changes it has seen.
 
     Validity and confidence are arrays as well (the walk filters and orders hundreds of facts
@@ -108,9 +167,6 @@ class FactGraph:
                 self.touching.setdefault(e, []).append(i)
         self.size = need
 
-    def _valid(self, positions: np.ndarray, t: float) -> np.ndarray:
-        return (self.valid_at[positions] <= t) & (t < self.invalid_at[positions])
-
     def valid(self, fact_ids: Sequence[str], t: float) -> set[str]:
         """Those of the ids that name a fact valid at t (an id not held is not)."""
         held = [fid for fid in fact_ids if fid in self.pos]
@@ -126,46 +182,6 @@ class FactGraph:
                 r = self.rows[i]
                 out.append(Standing(fid, r[1], r[2], _dt(r[3]), _dt(r[5]) or _EPOCH, _dt(r[6]), r[7] + pending.get(fid, 0)))
         return out
-
-    def walk(self, seeds: Sequence[str], t: float, max_hops: int, relations: Sequence[str] | None,
-             edge_types: Sequence[str] | None, limit: int) -> list[tuple[str, int, float]]:
-        """Breadth first over facts valid at t: (fact id, hop, confidence), nearest hops first.
-
-        Within a hop facts by confidence (highest first) then id; each fact once, each entity
-        expanded once, at most `limit` facts, and only the picked facts' far ends are walked on.
-        """
-        rels = set(relations) if relations else None
-        types = set(edge_types) if edge_types else None
-        seen = np.zeros(self.size, dtype=np.bool_)
-        visited: set[str] = set(seeds)
-        frontier = list(dict.fromkeys(seeds))
-        out: list[tuple[str, int, float]] = []
-        for hop in range(1, max_hops + 1):
-            if not frontier or len(out) >= limit:
-                break
-            touched = [i for e in frontier for i in self.touching.get(e, ())]
-            found = np.unique(np.fromiter(touched, dtype=np.int64, count=len(touched)))
-            found = found[~seen[found]]
-            found = found[self._valid(found, t)]
-            if rels is not None or types is not None:
-                found = np.array([i for i in found.tolist() if (rels is None or self.kind[i][0] in rels)
-                                  and (types is None or self.kind[i][1] in types)], dtype=np.int64)
-            want = limit - len(out)
-            conf = self.confidence[found]
-            if len(found) > want:  # only the best `want`, and any level with the last of them, need ordering
-                cut = np.partition(-conf, want - 1)[want - 1]
-                found, conf = found[-conf <= cut], conf[-conf <= cut]
-            nxt: list[str] = []
-            for neg, _, i in sorted(zip((-conf).tolist(), (self.ids[i] for i in found.tolist()), found.tolist()))[:want]:
-                seen[i] = True
-                out.append((self.ids[i], hop, -neg))
-                for e in self.ends[i]:
-                    if e not in visited:
-                        visited.add(e)
-                        nxt.append(e)
-            frontier = nxt
-        return out
-
 
 class FactGraphCache:
     """Graphs by group, least recently used dropped past a byte budget (the one in use is always kept)."""
