@@ -86,6 +86,10 @@ class MemorySettings(Section):
         default=4, ge=1, description="recalls in flight per plugin process; a request that finds no free slot "
         "within the deadline goes on unenriched (status overloaded), and with as many already waiting as running "
         "it goes on at once: an overload costs memory, never latency")
+    recall_time_share: float = Field(
+        default=0.6, ge=0, description="seconds of recall per second each plugin process may spend (summed over "
+        "the recalls it runs at once); past it recall is skipped (status overloaded) until time accrues again, so "
+        "an overload leaves the CPU to relaying rather than starving nats-server and the executors (0: no limit)")
     shed_loop_lag_ms: float = Field(
         default=50, ge=0, description="skip recall (status overloaded) while the plugin's event loop runs this far "
         "behind: the process is out of CPU, and relaying unenriched keeps every request prompt (0: never)")

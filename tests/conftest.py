@@ -28,8 +28,9 @@ def settings(tmp_path: Path, own_nats_server, users_file: Path) -> Settings:  # 
     return Settings(
         nats={"url": own_nats_server.url, "max_message_bytes": 64 * 1024},
         store={"backend": "sqlite", "sqlite_path": tmp_path / "memory.sqlite3"},
-        # shedding on loop lag is off: a busy test machine (a Neo4j JVM starting) must not decide what recall returns
-        memory={"executor_timeout_s": 2, "recall_deadline_ms": 500, "embedding": {"provider": "hash"}, "shed_loop_lag_ms": 0,
+        # shedding on loop lag and on the recall time share is off: a busy test machine (a Neo4j JVM starting) must
+        # not decide what recall returns
+        memory={"executor_timeout_s": 2, "recall_deadline_ms": 500, "embedding": {"provider": "hash"}, "shed_loop_lag_ms": 0, "recall_time_share": 0,
                 "outbox_path": tmp_path / "outbox.sqlite3"},
         worker={"backoff_s": [0.05, 0.1, 0.2], "max_deliver": 4, "ack_wait_s": 5, "heartbeat_s": 0.5},
         identity={"users_file": users_file, "reload_interval_s": 0.1},

@@ -18,13 +18,15 @@ from mnemobus.envelope import MemoryContext
 from mnemobus.plugin import PluginContext
 from mnemobus.store.model import RecallQuery, RecallResult
 from plugins.memory.breaker import RecallBreaker
+from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import LoopLag
 
 log = logging.getLogger("mnemobus.plugin.memory")
 
 
 async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupId, ...],
-                             breaker: RecallBreaker, slots: anyio.CapacityLimiter, loop_lag: LoopLag) -> MemoryContext:
+                             breaker: RecallBreaker, slots: anyio.CapacityLimiter, loop_lag: LoopLag,
+                             budget: RecallBudget) -> MemoryContext:
     engine = ctx.engine
     cfg = ctx.settings.memory
     if engine is None:
@@ -38,6 +40,9 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     if loop_lag.lagging() and slots.borrowed_tokens > 0:
         ctx.metrics.fail_open.labels(reason="loop_lag").inc()  # logged once per spell, by the monitor
         return MemoryContext(groups=list(groups), status="overloaded")
+    if not budget.allow():  # logged when it runs out and when it is back, by the budget
+        ctx.metrics.fail_open.labels(reason="recall_budget").inc()
+        return MemoryContext(groups=list(groups), status="overloaded")
     result: RecallResult | None = None
     failures: list[str] = []
     started = time.perf_counter()
@@ -50,11 +55,14 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
         # as many may wait as run: a longer queue only adds latency to requests that will time out anyway
         async with slots:
             got_slot = True
+            ran = time.perf_counter()
             try:
                 result = await engine.recall(
                     RecallQuery(text=text, group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
             except Exception as exc:  # fail open: the agent still gets its request
                 failures.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                budget.spend(time.perf_counter() - ran)
     elapsed = time.perf_counter() - started
     latency_ms = elapsed * 1000
     if not got_slot:  # saturated, not broken: the breaker is left alone

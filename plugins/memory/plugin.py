@@ -26,6 +26,7 @@ from mnemobus.plugin import PluginContext
 from plugins.memory.enrich import recall_for_request
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.formation import FormationGate
+from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import LoopLag
 from plugins.memory.outbox import EpisodeOutbox
 from mnemobus.store.model import episode_id_for
@@ -49,6 +50,7 @@ class MemoryPlugin:
         self.breaker = RecallBreaker(m.breaker_failures, m.breaker_cooldown_s)
         self.recall_slots = anyio.CapacityLimiter(m.max_concurrent_recalls)
         self.loop_lag = LoopLag(m.shed_loop_lag_ms)
+        self.recall_budget = RecallBudget(m.recall_time_share)
         self.outbox = EpisodeOutbox(m.outbox_path)
         self._scopes: list[anyio.CancelScope] = []
         ctx.spawn(self._background, self._outbox_loop)
@@ -138,7 +140,7 @@ class MemoryPlugin:
             status = "disabled" if who.reason == "memory_disabled" else "skipped"
             return MemoryContext(status=status)
         return await recall_for_request(ctx, req.payload.content, who.read_groups, self.breaker, self.recall_slots,
-                                        self.loop_lag)
+                                        self.loop_lag, self.recall_budget)
 
     async def _execute(self, ctx: PluginContext, enriched: EnrichedRequest, agent_id: str) -> SkillResponse:
         base = dict(correlation_id=enriched.trace_id, request_id=enriched.id, agent_id=agent_id, memory=enriched.memory)

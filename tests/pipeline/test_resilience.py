@@ -7,6 +7,7 @@ import pytest
 
 from mnemobus import subjects
 from plugins.memory.breaker import RecallBreaker
+from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import HOLD_TICKS, TICK_S, LoopLag
 from tests.pipeline.conftest import ask, request, running, wait_for_episodes
 
@@ -226,3 +227,44 @@ def test_loop_lag_threshold_zero_never_sheds():
     lag = LoopLag(0)
     lag.record(5.0)
     assert not lag.enabled and not lag.lagging()
+
+
+@pytest.fixture
+async def budgeted_pipeline(settings):
+    memory = settings.memory.model_copy(update={"recall_time_share": 0.05})
+    async with running(settings.model_copy(update={"memory": memory})) as rt:
+        yield rt
+
+
+async def test_a_process_that_spent_its_recall_time_share_forwards_the_next_request_unenriched(
+        budgeted_pipeline, monkeypatch):
+    pipeline = budgeted_pipeline
+    real_recall = pipeline.engine.recall
+
+    async def slow_recall(query):
+        await anyio.sleep(0.2)  # four seconds' worth of a 5% share
+        return await real_recall(query)
+
+    monkeypatch.setattr(pipeline.engine, "recall", slow_recall)
+    first = await ask(pipeline, request("I moved to Lisbon."))
+    second = await ask(pipeline, request("where do I live now?"))
+    assert first["memory"]["status"] != "overloaded"
+    assert second["content"].startswith("Noted") and second["memory"]["status"] == "overloaded"
+    assert pipeline.metrics.fail_open.labels(reason="recall_budget")._value.get() == 1
+
+
+def test_the_recall_budget_accrues_back_at_its_share_per_second():
+    now = [0.0]
+    budget = RecallBudget(0.5, clock=lambda: now[0])
+    budget.spend(1.0)  # half a second of credit, a second spent: half a second owed
+    spent = budget.allow()
+    now[0] += 0.9  # 0.45 s accrued: still owing
+    owing = budget.allow()
+    now[0] += 0.2  # 0.55 s accrued
+    assert (spent, owing, budget.allow()) == (False, False, True)
+
+
+def test_a_recall_time_share_of_zero_never_skips_recall():
+    budget = RecallBudget(0)
+    budget.spend(100.0)
+    assert not budget.enabled and budget.allow()
