@@ -24,7 +24,10 @@ async def pipeline(settings: Settings) -> AsyncIterator[Runtime]:
 
 
 @contextlib.asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[Runtime]:
+async def running(settings: Settings, **memory: object) -> AsyncIterator[Runtime]:
+    """The pipeline (plugin and worker) on these settings, with `memory` settings changed if given."""
+    if memory:
+        settings = settings.model_copy(update={"memory": settings.memory.model_copy(update=memory)})
     async with open_runtime(settings) as rt:
         async with anyio.create_task_group() as tg:
             await tg.start(lambda task_status: serve(rt, {"plugin", "worker"},

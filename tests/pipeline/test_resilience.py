@@ -169,8 +169,7 @@ async def test_users_file_edit_takes_effect_without_a_restart(pipeline, users_fi
 
 @pytest.fixture
 async def shedding_pipeline(settings):
-    memory = settings.memory.model_copy(update={"shed_loop_lag_ms": 50})
-    async with running(settings.model_copy(update={"memory": memory})) as rt:
+    async with running(settings, shed_loop_lag_ms=50) as rt:
         yield rt
 
 
@@ -231,8 +230,7 @@ def test_loop_lag_threshold_zero_never_sheds():
 
 @pytest.fixture
 async def budgeted_pipeline(settings):
-    memory = settings.memory.model_copy(update={"recall_time_share": 0.05})
-    async with running(settings.model_copy(update={"memory": memory})) as rt:
+    async with running(settings, recall_time_share=0.05) as rt:
         yield rt
 
 
