@@ -5,6 +5,8 @@ candidates from full-text, vector and a graph walk from matched entities,
 fuses them by reciprocal rank, weights them by decayed confidence, recency
 and retrieval count, and keeps only facts valid at the asked time. Groups
 are searched separately and merged afterwards, so nothing crosses groups.
+A store that offers StandingReads is asked for whole facts (names,
+provenance) only for the few returned, after the merge.
 """
 
 from __future__ import annotations
