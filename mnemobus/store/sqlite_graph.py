@@ -42,9 +42,14 @@ _ROW = ("SELECT id, fact, confidence, valid_at, invalid_at, created_at, last_see
 def add_versioning(conn: sqlite3.Connection) -> None:
     """Make a file written before versions existed versioned: its rows start at version 0 (a first read of
     a group loads every row whatever its stamp)."""
-    columns = {r[1] for r in conn.execute("PRAGMA table_info(facts)")}
-    if "ver" not in columns:
-        conn.execute("ALTER TABLE facts ADD COLUMN ver INTEGER NOT NULL DEFAULT 0")
+    conn.execute("BEGIN IMMEDIATE")  # two processes opening one old file: the second waits, then finds the column
+    try:
+        if "ver" not in {r[1] for r in conn.execute("PRAGMA table_info(facts)")}:
+            conn.execute("ALTER TABLE facts ADD COLUMN ver INTEGER NOT NULL DEFAULT 0")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     conn.executescript(VERSIONING)
 
 
