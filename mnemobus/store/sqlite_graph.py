@@ -29,11 +29,17 @@ VERSIONING = f"""
 CREATE TABLE IF NOT EXISTS group_versions(
   group_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, ver INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS facts_group_ver ON facts(group_id, ver);
-CREATE TRIGGER IF NOT EXISTS facts_stamp_insert AFTER INSERT ON facts BEGIN {_BUMP} END;
-CREATE TRIGGER IF NOT EXISTS facts_stamp_update AFTER UPDATE OF {_WATCHED} ON facts BEGIN {_BUMP} END;
-CREATE TRIGGER IF NOT EXISTS facts_stamp_delete AFTER DELETE ON facts BEGIN
-  UPDATE group_versions SET epoch = epoch + 1, ver = ver + 1 WHERE group_id = OLD.group_id;
+BEGIN IMMEDIATE;  -- the triggers are replaced at every open (so a file keeps this build's), never missing meanwhile
+DROP TRIGGER IF EXISTS facts_stamp_insert;
+DROP TRIGGER IF EXISTS facts_stamp_update;
+DROP TRIGGER IF EXISTS facts_stamp_delete;
+CREATE TRIGGER facts_stamp_insert AFTER INSERT ON facts BEGIN {_BUMP} END;
+CREATE TRIGGER facts_stamp_update AFTER UPDATE OF {_WATCHED} ON facts BEGIN {_BUMP} END;
+CREATE TRIGGER facts_stamp_delete AFTER DELETE ON facts BEGIN
+  INSERT INTO group_versions(group_id, epoch, ver) VALUES (OLD.group_id, 1, 1)
+    ON CONFLICT(group_id) DO UPDATE SET epoch = epoch + 1, ver = ver + 1;
 END;
+COMMIT;
 """
 _ROW = ("SELECT id, fact, confidence, valid_at, invalid_at, created_at, last_seen, retrieval_count, subject_id,"
         " object_id, relation, edge_type FROM facts")

@@ -97,19 +97,25 @@ async def test_standings_carry_what_get_facts_gives(reader: SqliteStore) -> None
             f.fact, f.confidence, f.valid_at, f.created_at, f.last_seen, f.retrieval_count)
 
 
-async def test_a_file_written_before_versions_is_versioned_on_open_and_walked(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
+async def _schema_1_file(path: Path) -> dict[str, object]:
+    """A file as schema 1 wrote it (no stamps, no triggers, no version table), holding alice_graph."""
     store = SqliteStore(path)
     await store.open()
     g = await alice_graph(store, G)
     await store.close()
-    with sqlite3.connect(path) as conn:  # back to schema 1: no stamps, no triggers, no version table
+    with sqlite3.connect(path) as conn:
         for trigger in ("facts_stamp_insert", "facts_stamp_update", "facts_stamp_delete"):
             conn.execute(f"DROP TRIGGER {trigger}")
         conn.execute("DROP TABLE group_versions")
         conn.execute("DROP INDEX facts_group_ver")
         conn.execute("ALTER TABLE facts DROP COLUMN ver")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    return g
+
+
+async def test_a_file_written_before_versions_is_versioned_on_open_and_walked(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    g = await _schema_1_file(path)
     store = SqliteStore(path)
     await store.open()
     try:
@@ -122,3 +128,17 @@ async def test_a_file_written_before_versions_is_versioned_on_open_and_walked(tm
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
 
+
+async def test_a_deletion_in_a_group_not_written_since_versions_existed_reaches_the_graph(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    g = await _schema_1_file(path)
+    reader, writer = SqliteStore(path), SqliteStore(path)
+    await reader.open()
+    await writer.open()
+    try:
+        assert len(await _walked(reader, g["alice"].id)) == 2  # type: ignore[attr-defined]
+        await writer.delete_episode(G, g["ep"].id)  # type: ignore[attr-defined]
+        assert await _walked(reader, g["alice"].id) == []  # type: ignore[attr-defined]
+    finally:
+        await writer.close()
+        await reader.close()
