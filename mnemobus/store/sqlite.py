@@ -200,7 +200,9 @@ class SqliteStore:
         self.path = Path(path)
         self.dim = dim
         self.vectors = VectorCache(dim, vector_cache_mb * 1024 * 1024)
-        self.graphs = GraphReader(vector_cache_mb * 1024 * 1024 // 4)  # fact graphs: a quarter on top of the vectors
+        # fact graphs: a quarter on top of the vectors. A deletion seen there (by any process) also drops the group's
+        # vectors: SQLite may give a new row the rowid of a deleted one, which a top-up by rowid would never read
+        self.graphs = GraphReader(vector_cache_mb * 1024 * 1024 // 4, on_deleted=self.vectors.drop_group)
         self.term_counts = TermCounts()
         self._writer: sqlite3.Connection | None = None
         self._write_lock = anyio.Lock()
@@ -674,6 +676,7 @@ class SqliteStore:
         def q(c: sqlite3.Connection) -> list[Hit]:
             # most stored facts are still valid: ask for twice the limit, and widen only when too few were
             wanted = limit * 2
+            self.graphs.current(c, group_id)  # before the vectors too: a deletion elsewhere drops them (see __init__)
             while True:
                 hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted)
                 if not hits:

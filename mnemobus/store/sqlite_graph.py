@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 
 from mnemobus.store.fact_graph import FactGraph, FactGraphCache
 
@@ -62,8 +63,9 @@ def add_versioning(conn: sqlite3.Connection) -> None:
 class GraphReader:
     """Per-group graphs for one store's reader connections; one loader per group at a time."""
 
-    def __init__(self, budget_bytes: int) -> None:
+    def __init__(self, budget_bytes: int, on_deleted: Callable[[str], None] = lambda group_id: None) -> None:
         self.cache = FactGraphCache(budget_bytes)
+        self._on_deleted = on_deleted  # another process deleted rows of a group this one holds
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
 
@@ -79,6 +81,8 @@ class GraphReader:
             graph = self.cache.get(group_id)
             if graph is not None and graph.epoch == epoch and graph.version >= version:
                 return graph
+            if graph is not None and graph.epoch != epoch:
+                self._on_deleted(group_id)
             if graph is None or graph.epoch != epoch:
                 # the version is read before the rows: a row committed in between is read now and again later
                 graph = FactGraph(epoch, version)

@@ -17,7 +17,7 @@ import pytest
 
 from mnemobus.groups import GroupId
 from mnemobus.store.sqlite import SqliteStore
-from test_conformance import T0, alice_graph, entity, fact, put, vec  # same folder (pytest prepend import mode)
+from test_conformance import T0, alice_graph, entity, episode, fact, put, vec  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio
 G = GroupId("user_graph")
@@ -95,6 +95,20 @@ async def test_standings_carry_what_get_facts_gives(reader: SqliteStore) -> None
     for s, f in zip(standings, reversed(whole)):
         assert (s.fact, s.confidence, s.valid_at, s.created_at, s.last_seen, s.retrieval_count) == (
             f.fact, f.confidence, f.valid_at, f.created_at, f.last_seen, f.retrieval_count)
+
+
+async def test_a_fact_written_after_another_store_deleted_rows_is_found_by_vector_search(
+    reader: SqliteStore, writer: SqliteStore
+) -> None:
+    g = await alice_graph(writer, G)
+    assert await reader.search_facts_vector(G, vec("Alice likes strong coffee"), LATER, 10)  # vectors held
+    await writer.delete_episode(G, g["ep"].id)  # type: ignore[attr-defined]
+    ep = episode(G, "m2", "Alice drinks green tea now")
+    tea = entity(G, "Tea", kind="thing")
+    tea_fact = fact(G, g["alice"], "drinks", tea, "Alice drinks green tea", ep=ep)  # type: ignore[arg-type]
+    await put(writer, episodes=[ep], entities=[tea], facts=[tea_fact])  # the fact takes a deleted fact's rowid
+    hits = await reader.search_facts_vector(G, vec("Alice drinks green tea"), LATER, 10)
+    assert [h.id for h in hits] == [tea_fact.id]
 
 
 async def _schema_1_file(path: Path) -> dict[str, object]:
