@@ -86,6 +86,10 @@ class MemorySettings(Section):
         default=4, ge=1, description="recalls in flight per plugin process; a request that finds no free slot "
         "within the deadline goes on unenriched (status overloaded), and with as many already waiting as running "
         "it goes on at once: an overload costs memory, never latency")
+    warm_groups: int = Field(
+        default=64, ge=0, description="at start, each plugin process loads the in-memory indexes of this many of "
+        "the most recently written groups (within store.vector_cache_mb), so their first recall after a restart "
+        "is not spent loading them (0: none)")
     recall_time_share: float = Field(
         default=0.6, ge=0, description="seconds of recall per second each plugin process may spend (summed over "
         "the recalls it runs at once); past it recall is skipped (status overloaded) until time accrues again, so "

@@ -56,5 +56,10 @@ class PipelineMetrics:
         self.store_seconds = Histogram(
             "mnemobus_store_operation_duration_seconds", "Store operations as seen by the worker and recall",
             ["operation"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.index_warms = Counter(
+            "mnemobus_recall_index_warms_total", "Start-up loads of recently active groups' recall indexes (ok, failed)",
+            ["outcome"], registry=r)
+        self.warmed_groups = Gauge(
+            "mnemobus_recall_warmed_groups", "Groups whose recall indexes the last start-up load brought in", registry=r)
         self.identity_reloads = Counter(
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)

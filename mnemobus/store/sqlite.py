@@ -717,6 +717,25 @@ class SqliteStore:
 
         return await self._read(q)
 
+    async def warm(self, max_groups: int) -> list[GroupId]:
+        """Most recently written groups first (the newest episode rowid of each), each loaded whole (its graph and
+        its three vector matrices), until `max_groups` or until the vectors fill nine tenths of their budget."""
+
+        def q(c: sqlite3.Connection) -> list[GroupId]:
+            recent = [GroupId(g) for (g,) in c.execute(
+                "SELECT group_id FROM episodes GROUP BY group_id ORDER BY max(rowid) DESC LIMIT ?", (max_groups,))]
+            warmed: list[GroupId] = []
+            for group_id in recent:
+                if self.vectors.held_bytes() >= 0.9 * self.vectors.budget:
+                    break
+                self.graphs.current(c, group_id)
+                for table in ("facts", "entities", "episodes"):
+                    self.vectors.load(c, table, group_id)
+                warmed.append(group_id)
+            return warmed
+
+        return await self._read(q) if max_groups > 0 else []
+
     # -- fetches ------------------------------------------------------------------------------
 
     async def get_facts(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Fact]:

@@ -107,17 +107,9 @@ class VectorCache:
     def search_rows(self, conn: sqlite3.Connection, table: str, group_id: str, query: np.ndarray,
                     k: int) -> list[tuple[str, float, int]]:
         """As `search`, with each row's SQLite rowid: (id, cosine, rowid)."""
-        if table not in _TABLES:
-            raise ValueError(f"no vectors for table {table!r}")
         key = (table, group_id)
         with self._key_lock(key):
-            with self._lock:
-                mat = self._mats.get(key)
-                if mat is None:
-                    mat = self._mats[key] = _Matrix(self.dim)
-                self._mats.move_to_end(key)
-            held = mat.nbytes
-            self._refresh(conn, table, group_id, mat)
+            mat, held = self._current(conn, table, group_id)
             if mat.size == 0 or k <= 0:
                 return []
             q = query.astype(np.float32, copy=False)
@@ -135,6 +127,33 @@ class VectorCache:
         if grew:  # only growth can pass the budget; summing a thousand groups' sizes per search cost ~0.5 ms
             self._evict()
         return result
+
+    def _current(self, conn: sqlite3.Connection, table: str, group_id: str) -> tuple[_Matrix, int]:
+        """Under the key lock: the group's matrix with every committed row, and its size in bytes before."""
+        if table not in _TABLES:
+            raise ValueError(f"no vectors for table {table!r}")
+        key = (table, group_id)
+        with self._lock:
+            mat = self._mats.get(key)
+            if mat is None:
+                mat = self._mats[key] = _Matrix(self.dim)
+            self._mats.move_to_end(key)
+        held = mat.nbytes
+        self._refresh(conn, table, group_id, mat)
+        return mat, held
+
+    def load(self, conn: sqlite3.Connection, table: str, group_id: str) -> int:
+        """Read the group's rows of the table into memory now (and start its index when it is large); its bytes."""
+        key = (table, group_id)
+        with self._key_lock(key):
+            mat, _ = self._current(conn, table, group_id)
+            self._maintain_index(key, mat)
+        self._evict()
+        return mat.nbytes
+
+    def held_bytes(self) -> int:
+        with self._lock:
+            return sum(m.nbytes for m in self._mats.values())
 
     def _maintain_index(self, key: tuple[str, str], mat: _Matrix) -> None:
         """Called under the key lock: top the index up, or start (re)building it when the group outgrew it."""

@@ -29,6 +29,7 @@ from plugins.memory.formation import FormationGate
 from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import LoopLag
 from plugins.memory.outbox import EpisodeOutbox
+from mnemobus.store.contract import Warming
 from mnemobus.store.model import episode_id_for
 
 log = logging.getLogger("mnemobus.plugin.memory")
@@ -42,6 +43,7 @@ class MemoryPlugin:
         self.router.subscriber(subjects.SKILL_REQUEST, model=SkillRequest, queue=subjects.PLUGIN_QUEUE,
                                name="skill_request")(self.on_request)
         self.ctx: PluginContext | None = None
+        self.warmed: list[GroupId] = []  # groups whose indexes were loaded at start
 
     async def start(self, ctx: PluginContext) -> None:
         self.ctx = ctx
@@ -58,6 +60,25 @@ class MemoryPlugin:
             ctx.spawn(self._background, self.loop_lag.watch)
         if self.gate.buffering:
             ctx.spawn(self._background, self._sweep_loop)
+        if ctx.engine is not None and isinstance(ctx.engine.store, Warming) and m.warm_groups > 0:
+            ctx.spawn(self._background, self._warm)
+
+    async def _warm(self) -> None:
+        """Load the recently active groups' indexes while the first requests arrive (they do not wait for it)."""
+        ctx = self.ctx
+        assert ctx is not None and ctx.engine is not None
+        started = time.perf_counter()
+        try:
+            groups = await ctx.engine.store.warm(ctx.settings.memory.warm_groups)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - a cold cache is slower, never wrong
+            ctx.metrics.index_warms.labels(outcome="failed").inc()
+            log.warning("warming the recall indexes failed (recall loads each group on first use): %s", exc)
+            return
+        ctx.metrics.index_warms.labels(outcome="ok").inc()
+        ctx.metrics.warmed_groups.set(len(groups))
+        log.info("recall indexes of %d recently active group(s) loaded in %.1f s", len(groups),
+                 time.perf_counter() - started)
+        self.warmed = groups
 
     async def _background(self, loop) -> None:  # type: ignore[no-untyped-def]
         """Run a loop until stop() cancels it."""
