@@ -13,6 +13,7 @@ is one comparison: valid_at <= t < invalid_at.
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 from collections import OrderedDict
@@ -96,10 +97,15 @@ class FactEdges:
                 found = np.array([i for i in found.tolist() if (rels is None or self.kind[i][0] in rels)
                                   and (types is None or self.kind[i][1] in types)], dtype=np.int64)
             want = limit - len(out)
+            if len(found) > want:  # only the best `want` need ordering: hubs ("User") touch thousands of facts
+                conf = self.confidence[found]
+                cut = -np.partition(-conf, want - 1)[want - 1]  # the want-th highest confidence
+                better, tied = found[conf > cut], found[conf == cut]
+                if len(better) + len(tied) > want:  # of those level with the cut, the lowest ids
+                    tied = np.array(heapq.nsmallest(want - len(better), tied.tolist(), key=self.ids.__getitem__),
+                                    dtype=np.int64)
+                found = np.concatenate([better, tied])
             conf = self.confidence[found]
-            if len(found) > want:  # only the best `want`, and any level with the last of them, need ordering
-                cut = np.partition(-conf, want - 1)[want - 1]
-                found, conf = found[-conf <= cut], conf[-conf <= cut]
             nxt: list[str] = []
             for neg, _, i in sorted(zip((-conf).tolist(), (self.ids[i] for i in found.tolist()), found.tolist()))[:want]:
                 seen[i] = True
