@@ -11,13 +11,17 @@ Why the choices:
 - Only parameters reach the server; user text that goes into a Lucene query is
   escaped term by term. No Cypher is built from data.
 - Vectors are plain float lists: Bolt 6 vector types do not exist on 5.26.
-- Vector searches and graph walks are answered from an in-process mirror of the group
-  (float32 matrices, fact validity and edges; see neo4j_mirror), kept current through a
-  per-group version that every write increments and every vector search reads in the
-  statement of its round's other reads. Why: one HNSW query cost 20-40 ms at 100k facts
-  and a walk a round trip, against ~1 ms here. A group not mirrored (loading, or larger
-  than `vector_cache_mb`) is answered by the server: an exact in-group scan when small,
-  else the HNSW index, over-fetched in proportion to the group's share of it.
+- Vector searches, graph walks and the rows of a recall's chosen facts and episodes are
+  answered from an in-process mirror of the group (float32 matrices, every fact field,
+  entity names, episodes; see neo4j_mirror), kept current through a per-group version
+  that every write increments (retrieval counts and renames included) and every vector
+  search reads in the statement of its round's other reads. Why: one HNSW query cost
+  20-40 ms at 100k facts, and the walk and the rows a round trip each, against ~1 ms
+  here: a recall of a mirrored group is one round trip. A group not mirrored (loading, or
+  larger than `vector_cache_mb`) is answered by the server: an exact in-group scan when
+  small, else the HNSW index, over-fetched in proportion to the group's share of it.
+- Embeddings are stored twice: the float list the vector indexes read, and `emb32`, the
+  same floats as float32 bytes, which a mirror decodes as one buffer (see _vec_bytes).
 - Every candidate query is bounded by an index: Lucene with a limit, HNSW with a
   bounded k, graph hops from id-indexed entities with a per-hop LIMIT. Results never
   carry the 3 KiB embeddings, and times travel as epoch microseconds (decoding
@@ -43,6 +47,7 @@ Why the choices:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import re
@@ -55,7 +60,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 from neo4j import (READ_ACCESS, WRITE_ACCESS, AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction,
-                   AsyncResult, AsyncTransaction, NotificationMinimumSeverity, Query)
+                   AsyncResult, AsyncTransaction, NotificationMinimumSeverity, Query, unit_of_work)
 from neo4j import exceptions as nx
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
@@ -63,7 +68,8 @@ from mnemobus.groups import GroupId
 from mnemobus.migrate import GroupExport
 from mnemobus.store.contract import DeleteCounts, Hit, Step, Vector
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
-from mnemobus.store.neo4j_mirror import DELTA, KINDS, LOAD, LOAD_COLUMNS, GroupMirror, MirrorCache
+from mnemobus.store.neo4j_mirror import (DELTA, KINDS, LOAD_COLUMNS, PAGE, SIZES, UNSTAMPED, GroupMirror,
+                                        MirrorCache)
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +83,19 @@ ANN_MAX = 10_000  # a group needing more neighbours than this from the shared in
 # In units of one scanned row: exact = rows of the group, HNSW = EXACT_SCAN_MAX + 2 * neighbours.
 EXACT_SCAN_MAX = 600
 SHARE_TTL_S = 60.0
-MIRROR_FRESH_S = 0.2  # a walk trusts a group version confirmed this recently (a recall's rounds are ~10 ms apart)
+MIRROR_FRESH_S = 0.2  # a walk and get_facts/get_episodes trust a group version confirmed this recently (a recall's
+# candidate round confirmed it ~10 ms before)
 MIRROR_TOO_BIG_S = 300.0  # a group over the mirror budget is not tried again for this long
-LOAD_FETCH = 200  # rows per Bolt fetch when a mirror loads: decoding 1000 embeddings held the event loop ~170 ms
+LOAD_PAGE = 2000  # rows per page (one record) when a mirror loads: ~4 MB of facts; 5000 was barely faster
+LOAD_FETCH = 200  # rows per Bolt fetch of rows without a version: decoding 1000 embeddings as float lists held the
+# event loop ~170 ms
+OWN_WRITE_WAIT_S = 0.05  # a read that saw this process's count write committed waits this long for its answer
 MIRROR_WAIT_S = 0.05  # a search waits this long for a group's first load (a small group's), then asks the server
-LOAD_TIMEOUT_S = 600.0  # one kind of one group read into a mirror (100k facts: ~20 s on 2 busy cores)
+LOAD_TIMEOUT_S = 600.0  # one kind's rows without a version read into a mirror (100k facts: ~20 s on 2 busy cores)
+LOAD_PAGE_TIMEOUT_S = 60.0  # one page (~0.15 s on 2 busy cores)
 RETRIEVAL_FLUSH_S = 1.0  # retrieval counts are written at most this long after they happen
 RETRIEVAL_BACKLOG = 1000  # ... or as soon as this many facts wait
+RETRIEVAL_WRITE_TIMEOUT_S = 30.0  # the server gives up on a count write (waiting on a group's writers) after this
 DELETE_BATCH = 10_000  # rows of one kind per transaction when a group is deleted
 
 T = TypeVar("T")
@@ -149,6 +161,14 @@ def _vec(v: Vector | Sequence[float] | None) -> list[float] | None:
     if v is None:
         return None
     return np.asarray(v, dtype=np.float32).astype(float).tolist()
+
+
+def _vec_bytes(v: Vector | Sequence[float] | None) -> bytes | None:
+    """The embedding as little-endian float32 bytes: the `emb32` copy beside the float list the vector index
+    reads, so a mirror loads a row's embedding as one buffer (see neo4j_mirror.as_vector)."""
+    if v is None:
+        return None
+    return np.asarray(v, dtype="<f4").tobytes()
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -290,7 +310,7 @@ def _episode_params(e: Episode, screened: bool, embedding: Vector | None) -> dic
         "source_message_id": e.source_message_id, "reference_time": _utc(e.reference_time),
         "response": e.response, "agent_id": e.agent_id, "platform": e.platform, "channel_id": e.channel_id,
         "created_at": _utc(e.created_at) or datetime.now(UTC), "screened": bool(screened),
-        "embedding": _vec(embedding),
+        "embedding": _vec(embedding), "emb32": _vec_bytes(embedding),
     }
 
 
@@ -302,7 +322,7 @@ def _fact_params(f: Fact, embedding: Vector | None) -> dict[str, Any]:
         "valid_at": _utc(f.valid_at), "invalid_at": _utc(f.invalid_at), "created_at": _utc(f.created_at),
         "expired_at": _utc(f.expired_at), "superseded_by": f.superseded_by, "last_seen": _utc(f.last_seen),
         "episode_ids": list(f.episode_ids), "source_message_ids": list(f.source_message_ids),
-        "retrieval_count": int(f.retrieval_count), "embedding": _vec(embedding),
+        "retrieval_count": int(f.retrieval_count), "embedding": _vec(embedding), "emb32": _vec_bytes(embedding),
     }
 
 
@@ -312,6 +332,7 @@ def _entity_params(e: Entity, embedding: Vector | None) -> dict[str, Any]:
         "canonical_name": e.canonical_name, "type": e.type, "aliases": sorted({e.canonical_name, *e.aliases}),
         "alias_text": " ".join(sorted({e.canonical_name, *e.aliases})), "summary": e.summary, "confidence": float(e.confidence),
         "first_seen": _utc(e.first_seen), "last_seen": _utc(e.last_seen), "embedding": _vec(embedding),
+        "emb32": _vec_bytes(embedding),
     }
 
 
@@ -321,9 +342,20 @@ def _entity_params(e: Entity, embedding: Vector | None) -> dict[str, Any]:
 # order. Groups are locked in sorted order: two transactions never wait on each other in a cycle.
 _BUMP = (
     "CALL { UNWIND $groups AS g MERGE (gv:GroupVersion {group_id: g}) "
-    "  ON CREATE SET gv.epoch = randomUUID(), gv.v = 0 SET gv.v = gv.v + 1 RETURN collect({g: g, v: gv.v}) AS vers } "
+    "  ON CREATE SET gv.epoch = randomUUID(), gv.v = 0 SET gv.v = gv.v + 1 "
+    "  RETURN collect({g: g, v: gv.v, e: gv.epoch}) AS vers } "
 )
 _VER = "[x IN vers WHERE x.g = {}.group_id | x.v][0]"
+
+# Retrieval counts are fact fields like any other: the write bumps the group's version and stamps the rows,
+# so other processes' mirrors read the new counts (see flush_retrievals).
+_COUNT_RETRIEVALS = (
+    _BUMP
+    + "CALL { WITH vers UNWIND $rows AS x MATCH ()-[r:FACT {id: x.id, group_id: x.g}]->() "
+    "  SET r.retrieval_count = coalesce(r.retrieval_count, 0) + x.n, r.ver = [v IN vers WHERE v.g = x.g | v.v][0] "
+    "  RETURN collect({g: x.g, id: x.id, n: r.retrieval_count}) AS counts } "
+    "RETURN vers, counts"
+)
 
 # One statement applies every buffered write of a transaction, kinds in dependency order
 # (episodes and entities before the observations, links and facts that name them). Each part
@@ -337,10 +369,10 @@ _FLUSH = (
     "    MERGE (a:Alias {group_id: p.group_id, key: key}) ON CREATE SET a.entity_id = p.id "
     "    FOREACH (_ IN CASE WHEN a.entity_id = p.id THEN [1] ELSE [] END | MERGE (a)-[:ALIAS_OF]->(e)) } "
     "  RETURN count(*) AS n_ents } "
-    "CALL { UNWIND $obs AS o "
-    "  CALL { WITH o MATCH (e:Entity {id: o.id, group_id: o.g}) "
+    "CALL { WITH vers UNWIND $obs AS o "
+    "  CALL { WITH o, vers MATCH (e:Entity {id: o.id, group_id: o.g}) "
     "    MERGE (a:Alias {group_id: o.g, key: o.alias}) ON CREATE SET a.entity_id = o.id "
-    "    SET e.name = o.name, "
+    "    SET e.name = o.name, e.ver = [v IN vers WHERE v.g = o.g | v.v][0], "
     "        e.aliases = CASE WHEN a.entity_id = o.id AND NOT o.alias IN coalesce(e.aliases, []) "
     "                         THEN coalesce(e.aliases, []) + o.alias ELSE e.aliases END, "
     "        e.last_seen = CASE WHEN e.last_seen IS NULL OR e.last_seen < o.seen THEN o.seen ELSE e.last_seen END, "
@@ -359,9 +391,9 @@ _FLUSH = (
     "      r.confidence = u.confidence, r.last_seen = u.last_seen, r.valid_at = u.valid_at, "
     "      r.invalid_at = u.invalid_at, r.expired_at = u.expired_at, r.superseded_by = u.superseded_by "
     "  RETURN collect(u.id) AS upd_hit } "
-    "CALL { UNWIND $srcs AS x "
-    "  CALL { WITH x MATCH ()-[r:FACT {id: x.id, group_id: x.g}]->() WHERE NOT x.ep IN coalesce(r.episode_ids, []) "
-    "    SET r.episode_ids = coalesce(r.episode_ids, []) + x.ep, "
+    "CALL { WITH vers UNWIND $srcs AS x "
+    "  CALL { WITH x, vers MATCH ()-[r:FACT {id: x.id, group_id: x.g}]->() WHERE NOT x.ep IN coalesce(r.episode_ids, []) "
+    "    SET r.episode_ids = coalesce(r.episode_ids, []) + x.ep, r.ver = [v IN vers WHERE v.g = x.g | v.v][0], "
     "        r.source_message_ids = coalesce(r.source_message_ids, []) + x.sm RETURN 1 AS one } "
     "  RETURN count(*) AS n_srcs } "
     "RETURN obs_hit, fact_hit, upd_hit"
@@ -688,6 +720,7 @@ class Neo4jStore:
         # retrieval counts not yet written: (group, fact id) -> count (see mark_retrieved)
         self._retrievals: dict[tuple[str, str], int] = {}
         self._retrieval_task: asyncio.Task[None] | None = None
+        self._counting: dict[str, asyncio.Event] = {}  # group -> set once this process's count write is answered
         self.dim = dim
         self.mirror_fresh_s = mirror_fresh_s
         self._mirrors = MirrorCache(dim, vector_cache_mb * 2**20) if vector_cache_mb else None
@@ -950,7 +983,7 @@ class Neo4jStore:
         rows = await asyncio.shield(shared[0])
         return rows[0]["e"], int(rows[0]["v"]), shared[1]
 
-    async def _mirror(self, group_id: str, *, confirm: bool) -> GroupMirror | None:
+    async def _mirror(self, group_id: str, *, confirm: bool, load: bool = True) -> GroupMirror | None:
         """The group's mirror, caught up with the group's current version; None when the server must answer.
 
         `confirm`: ask for the version now (vector searches, which share the read with the full-text
@@ -958,11 +991,14 @@ class Neo4jStore:
         walk: the second round of a recall, whose first round has just confirmed it), so writes of
         other processes reach a walk at most that late. This process's own writes mark the mirror
         unconfirmed at commit. A group not mirrored starts loading in the background; the server
-        answers until it is loaded (a small group loads within MIRROR_WAIT_S and is used at once).
+        answers until it is loaded (a small group loads within MIRROR_WAIT_S and is used at once);
+        `load=False`: a group not mirrored yet is answered by the server without starting a load.
         """
         if self._mirrors is None:
             return None
-        mirror = self._mirrors.get(group_id) or await self._loaded_within(group_id, MIRROR_WAIT_S)
+        mirror = self._mirrors.get(group_id)
+        if mirror is None and load:
+            mirror = await self._loaded_within(group_id, MIRROR_WAIT_S)
         if mirror is None:
             return None
         if not confirm and time.monotonic() - mirror.checked_at <= self.mirror_fresh_s:
@@ -973,6 +1009,12 @@ class Neo4jStore:
             mirror = await self._loaded_within(group_id, MIRROR_WAIT_S)
             if mirror is None or mirror.epoch != epoch:
                 return None
+        counting = self._counting.get(group_id)
+        if version > mirror.version and counting is not None:
+            # this process's retrieval counts are being written: when the version read saw them committed,
+            # they reach the mirror with the write's answer, which is on its way (see _own_counts_written)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(counting.wait(), OWN_WRITE_WAIT_S)
         if version > mirror.version:
             try:
                 await self._catch_up(group_id, mirror, version)
@@ -1012,19 +1054,50 @@ class Neo4jStore:
         return task.result() if task.done() and not task.cancelled() else None
 
     async def _load_mirror(self, group_id: str) -> GroupMirror | None:
-        """Read the whole group into a new mirror, LOAD_FETCH rows per fetch, so decoding never holds the loop long.
+        """Read the whole group into a new mirror: stamped rows a page (one record) at a time, then any rows
+        written before versions existed, LOAD_FETCH a fetch. Pages are small enough that decoding one never
+        holds the event loop long.
 
-        The version is read first: rows written meanwhile are newer than it and read again by the next catch-up.
+        The version is read first: rows written meanwhile are newer than it and read again by the next catch-up
+        (a row updated while the pages pass is read at its new version, by a later page or the catch-up).
         """
         assert self._mirrors is not None
         budget = self._mirrors.budget
+
+        def too_big() -> None:
+            self._too_big[group_id] = time.monotonic() + MIRROR_TOO_BIG_S
+            log.warning("group %s needs more than store.vector_cache_mb: not mirrored", group_id)
+
         try:
             rows = await self._q(_VERSION_Q, g=group_id)  # unconfirmed: this process may write while it loads
             mirror = GroupMirror(self.dim, rows[0]["e"], int(rows[0]["v"]))
             async with self._drv().session(database=self.database, default_access_mode=READ_ACCESS,
                                            fetch_size=LOAD_FETCH) as s:
+                result = await s.run(Query(SIZES, timeout=LOAD_PAGE_TIMEOUT_S), {"g": group_id})
+                sizes = await result.single(strict=True)
+                if sum(sizes.values()) * self.dim * 4 > budget:  # the embeddings alone
+                    return too_big()
                 for kind in KINDS:
-                    result = await s.run(Query(LOAD[kind], timeout=LOAD_TIMEOUT_S), {"g": group_id})
+                    mirror.tables[kind].reserve(int(sizes[kind]))
+                for kind in KINDS:
+                    cols = LOAD_COLUMNS[kind]
+
+                    async def page_after(ver: int, row_id: str, kind: str = kind) -> AsyncResult:
+                        return await s.run(Query(PAGE[kind], timeout=LOAD_PAGE_TIMEOUT_S),
+                                           {"g": group_id, "v": ver, "id": row_id, "k": LOAD_PAGE})
+
+                    result = await page_after(-1, "")
+                    while True:
+                        page = (await result.single(strict=True))["rows"]
+                        full = len(page) == LOAD_PAGE
+                        if full:  # the server reads the next page while this one is applied
+                            result = await page_after(page[-1][1], page[-1][0])  # after this (ver, id)
+                        mirror.apply(kind, [dict(zip(cols, row, strict=True)) for row in page])
+                        if mirror.nbytes > budget:
+                            return too_big()
+                        if not full:
+                            break
+                    result = await s.run(Query(UNSTAMPED[kind], timeout=LOAD_TIMEOUT_S), {"g": group_id})
                     batch: list[dict[str, Any]] = []
                     async for record in result:
                         batch.append(dict(record))
@@ -1032,9 +1105,7 @@ class Neo4jStore:
                             mirror.apply(kind, batch)
                             batch = []
                             if mirror.nbytes > budget:
-                                self._too_big[group_id] = time.monotonic() + MIRROR_TOO_BIG_S
-                                log.warning("group %s needs more than store.vector_cache_mb: not mirrored", group_id)
-                                return None
+                                return too_big()
                     mirror.apply(kind, batch)
         except Exception as exc:  # noqa: BLE001 - a mirror is an optimisation: the server answers meanwhile
             log.warning("loading the mirror of group %s failed (the server answers meanwhile): %s", group_id, exc)
@@ -1109,8 +1180,13 @@ class Neo4jStore:
         return int(rows[0]["c"])
 
     async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
+        """From the group's mirror when it holds every episode asked (see `get_facts`), else from the server."""
         if not episode_ids:
             return []
+        mirror = await self._mirror(group_id, confirm=False, load=False)
+        held = mirror.episode_records(episode_ids) if mirror is not None else None
+        if held is not None:
+            return [_episode({**r, "group_id": group_id}) for r in held]
         rows = await self._qc(
             "UNWIND range(0, size($ids) - 1) AS i MATCH (n:Episode {id: $ids[i], group_id: $g}) "
             f"RETURN {_N_EPISODE} AS n ORDER BY i", ("n",),
@@ -1536,8 +1612,18 @@ class Neo4jStore:
     # -- fetches -------------------------------------------------------------------------
 
     async def get_facts(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Fact]:
+        """From the group's mirror when it holds every fact asked and was confirmed within `mirror_fresh_s`
+        (as `walk` trusts it: in a recall, by the candidate round just before), else from the server.
+
+        The mirror holds every field of a fact, each write of one (renamed endpoints, new sources, updates,
+        retrieval counts) stamps it, and deletions reload the group: the answer is the server's.
+        """
         if not fact_ids:
             return []
+        mirror = await self._mirror(group_id, confirm=False, load=False)
+        held = mirror.fact_records(fact_ids) if mirror is not None else None
+        if held is not None:
+            return self._with_pending(group_id, [_fact({**r, "group_id": group_id}, sn, on) for r, sn, on in held])
         rows = await self._qc(
             "UNWIND range(0, size($ids) - 1) AS i MATCH (s:Entity)-[r:FACT {id: $ids[i], group_id: $g}]->(o:Entity) "
             f"RETURN {_FACT_RETURN} ORDER BY i", ("r", "sn", "on"),
@@ -1605,18 +1691,45 @@ class Neo4jStore:
         if not pending:
             return
         rows = [{"g": g, "id": fid, "n": n} for (g, fid), n in pending.items()]
+        groups = sorted({g for g, _ in pending})
+        answered = asyncio.Event()
+        self._counting.update((g, answered) for g in groups)
+        sent = time.monotonic()
         try:
-            await self._write(lambda tx: _data(
-                tx,
-                "UNWIND $rows AS x MATCH ()-[r:FACT {id: x.id, group_id: x.g}]->() "
-                "SET r.retrieval_count = coalesce(r.retrieval_count, 0) + x.n",
-                {"rows": rows},
-            ))
+            got = await self._write(unit_of_work(timeout=RETRIEVAL_WRITE_TIMEOUT_S)(
+                lambda tx: _data(tx, _COUNT_RETRIEVALS, {"rows": rows, "groups": groups})))
+            self._own_counts_written(got[0]["vers"], got[0]["counts"], sent)
         except StoreUnavailable as exc:
             if not isinstance(exc.__cause__, nx.IncompleteCommit):
                 for key, n in pending.items():
                     self._retrievals[key] = self._retrievals.get(key, 0) + n
             raise
+        finally:
+            answered.set()
+            for g in groups:
+                if self._counting.get(g) is answered:
+                    del self._counting[g]
+
+    def _own_counts_written(self, vers: list[dict[str, Any]], counts: list[dict[str, Any]], sent: float) -> None:
+        """Counts this process just wrote go into its mirrors directly when they were current before the write.
+
+        A mirror at version v-1 of a group this write took to v lacks exactly this write (versions follow
+        commit order), so applying the stored counts brings it to v without a catch-up read; and every write
+        committed before `sent` is at most v, so a confirmation from then stays true. Any other mirror (behind,
+        or another epoch) is marked unconfirmed, as after any write.
+        """
+        if self._mirrors is None:
+            return
+        by_group: dict[str, list[tuple[str, int]]] = {}
+        for c in counts:
+            by_group.setdefault(c["g"], []).append((c["id"], int(c["n"])))
+        for x in vers:
+            mirror = self._mirrors.peek(x["g"])
+            if mirror is not None and mirror.epoch == x["e"] and mirror.version == int(x["v"]) - 1:
+                mirror.facts.set_retrievals(by_group.get(x["g"], ()))
+                mirror.version = int(x["v"])
+            else:
+                self._mirrors.stale(x["g"], sent)
 
     def _with_pending(self, group_id: str, facts: list[Fact]) -> list[Fact]:
         """Retrievals not yet written still count: reads in this process see their own increments."""

@@ -9,8 +9,11 @@ group's version (a `GroupVersion` node) and stamps the rows it writes with it, s
 mirror catches up by reading only rows stamped after its own version; a deletion
 changes the group's `epoch`, which makes mirrors reload the group from scratch.
 
-Only what search and walk need is held: ids, embeddings, and for facts the validity
-interval, confidence, endpoints, relation and edge type. Rows are read from Neo4j.
+Held: ids and embeddings; every field of every fact, so `get_facts` of a recall's chosen
+candidates needs no round trip either; every entity's name (facts show their endpoints'
+current names); every episode's fields (episodes never change once written). Every write
+that changes any of these stamps the row, or, for a rename, the entity (neo4j._FLUSH;
+retrieval counts too, neo4j._COUNT_RETRIEVALS). Rows are read from Neo4j.
 
 Used from the event loop's thread only, except index builds, which run on a worker
 thread over a snapshot of a table's rows; each table's lock keeps the two apart
@@ -20,6 +23,7 @@ thread over a snapshot of a table's rows; each table's lock keeps the two apart
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -28,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mnemobus.store.fact_graph import FactEdges
 from mnemobus.store.vectors import (
     RESCORE_FACTOR, IvfIndex, built_index, grown, single_threaded_blas, top_k, top_up_or_rebuild,
 )
@@ -37,36 +42,76 @@ log = logging.getLogger(__name__)
 ALWAYS = np.iinfo(np.int64).min  # valid_at None: valid since forever
 NEVER = np.iinfo(np.int64).max  # invalid_at None: valid for ever
 MAX_TIED = 1000  # rows level with the k-th best that are still ordered by id
-ROW_OVERHEAD_BYTES = 300  # Python objects per row beside the matrix (id string, dict slot, edge lists), measured roughly
+NULL = ALWAYS  # a fact time that is None (created_at, expired_at, last_seen)
+# Python objects per row beside the matrices, measured with tracemalloc (tests/store/test_neo4j_mirror_memory.py
+# holds the count to what a mirror really allocates):
+ROW_OVERHEAD_BYTES = 150  # an entity or episode row: id string, position dict slot, id list slot
+FACT_ROW_BYTES = 700  # a fact row: that, its edge lists and list slots (columns, text and provenance counted as held)
+NAME_ENTRY_BYTES = 80  # a dict slot of an entity's name or an episode's fields (the values are counted as read)
 KINDS = ("fact", "entity", "episode")
 Valid = Callable[[np.ndarray], np.ndarray]  # row positions -> which of them may be returned
 
-# What a mirror reads from Neo4j, per kind: constant Cypher, parameters only. LOAD reads the whole group
-# (rows written before versions existed have none), DELTA the rows stamped after `$since` (a range seek on
-# the (group_id, ver) index, named in a hint: left to itself the planner picked the group_id index and read
-# every row of the group to filter on ver).
-# Times travel as epoch microseconds, as elsewhere in the store.
+# What a mirror reads from Neo4j, per kind: constant Cypher, parameters only. Times travel as epoch microseconds,
+# as elsewhere in the store. Embeddings come as the float32 bytes written beside the float list (`emb32`, see
+# neo4j._vec_bytes): one buffer to decode instead of 384 Bolt floats; rows written before that copy existed
+# still come as the list.
 _US = "{p}.epochSeconds * 1000000 + {p}.microsecond"
+_V = "coalesce({p}.emb32, {p}.embedding) AS v"
 _FACT_COLUMNS = (
-    f"RETURN r.id AS id, r.embedding AS v, {_US.format(p='r.valid_at')} AS va, {_US.format(p='r.invalid_at')} AS ia, "
-    "r.confidence AS c, r.subject_id AS s, r.object_id AS o, r.relation AS rel, r.edge_type AS et"
+    f"r.id AS id, r.ver AS ver, {_V.format(p='r')}, {_US.format(p='r.valid_at')} AS va, "
+    f"{_US.format(p='r.invalid_at')} AS ia, r.confidence AS c, r.subject_id AS s, r.object_id AS o, r.relation AS rel, "
+    f"r.edge_type AS et, r.fact AS f, {_US.format(p='r.created_at')} AS ca, {_US.format(p='r.expired_at')} AS xa, "
+    f"{_US.format(p='r.last_seen')} AS ls, r.superseded_by AS sb, r.retrieval_count AS rc, r.episode_ids AS eps, "
+    "r.source_message_ids AS sms"
 )
-LOAD: dict[str, str] = {
-    "fact": "MATCH ()-[r:FACT]->() WHERE r.group_id = $g " + _FACT_COLUMNS,
-    "entity": "MATCH (n:Entity) WHERE n.group_id = $g AND n.embedding IS NOT NULL RETURN n.id AS id, n.embedding AS v",
-    "episode": "MATCH (n:Episode) WHERE n.group_id = $g AND n.embedding IS NOT NULL RETURN n.id AS id, n.embedding AS v",
+_ENTITY_COLUMNS = f"n.id AS id, n.ver AS ver, {_V.format(p='n')}, n.name AS name"  # every entity: facts show names
+_EPISODE_COLUMNS = (  # every episode: recall reads the rows of those its text or vector search found
+    f"n.id AS id, n.ver AS ver, {_V.format(p='n')}, n.content AS content, n.role AS role, n.source_message_id AS sm, "
+    f"{_US.format(p='n.reference_time')} AS rt, n.response AS resp, n.agent_id AS agent, n.platform AS platform, "
+    f"n.channel_id AS channel, {_US.format(p='n.created_at')} AS ca"
+)
+LOAD_COLUMNS: dict[str, tuple[str, ...]] = {
+    "fact": ("id", "ver", "v", "va", "ia", "c", "s", "o", "rel", "et", "f", "ca", "xa", "ls", "sb", "rc", "eps", "sms"),
+    "entity": ("id", "ver", "v", "name"),
+    "episode": ("id", "ver", "v", "content", "role", "sm", "rt", "resp", "agent", "platform", "channel", "ca"),
+}
+# (pattern, variable, label, columns) per kind
+_KINDS = {
+    "fact": ("MATCH ()-[r:FACT]->()", "r", "r:FACT", _FACT_COLUMNS),
+    "entity": ("MATCH (n:Entity)", "n", "n:Entity", _ENTITY_COLUMNS),
+    "episode": ("MATCH (n:Episode)", "n", "n:Episode", _EPISODE_COLUMNS),
+}
+# PAGE: a load reads the group's stamped rows a page at a time, in (version, id) order after the cursor ($v, $id),
+# each page collected into one record: the driver's cost per record made a 100k-fact group take ~20 s as a
+# stream, ~7 s as pages. The (group_id, ver) index gives the order, so a page costs its own rows (PartialTop).
+# UNSTAMPED: rows written before versions existed (streamed; none in a store written since).
+# DELTA: the rows stamped after `$since`, for a catch-up. The (group_id, ver) index is named in a hint: left to
+# itself the planner picked the group_id index and read every row of the group to filter on ver.
+PAGE: dict[str, str] = {
+    kind: f"{match} USING INDEX {label}(group_id, ver) WHERE {x}.group_id = $g AND {x}.ver >= $v "
+          f"AND ({x}.ver > $v OR {x}.id > $id) WITH {x} ORDER BY {x}.group_id, {x}.ver, {x}.id LIMIT $k "
+          f"WITH {cols} RETURN collect([{', '.join(LOAD_COLUMNS[kind])}]) AS rows"
+    for kind, (match, x, label, cols) in _KINDS.items()
+}
+# how many rows of each kind a load will read, so the arrays are sized once (growing a 150 MB matrix a quarter
+# at a time copied it ~20 times)
+SIZES = " ".join(f"CALL {{ {match} WHERE {x}.group_id = $g RETURN count({x}) AS {kind} }}"
+                 for kind, (match, x, _, _) in _KINDS.items()) + " RETURN " + ", ".join(_KINDS)
+UNSTAMPED: dict[str, str] = {
+    kind: f"{match} WHERE {x}.group_id = $g AND {x}.ver IS NULL RETURN {cols}"
+    for kind, (match, x, label, cols) in _KINDS.items()
 }
 DELTA: dict[str, str] = {
-    "fact": "MATCH ()-[r:FACT]->() USING INDEX r:FACT(group_id, ver) WHERE r.group_id = $g AND r.ver > $since "
-            + _FACT_COLUMNS,
-    "entity": "MATCH (n:Entity) USING INDEX n:Entity(group_id, ver) WHERE n.group_id = $g AND n.ver > $since "
-              "AND n.embedding IS NOT NULL RETURN n.id AS id, n.embedding AS v",
-    "episode": "MATCH (n:Episode) USING INDEX n:Episode(group_id, ver) WHERE n.group_id = $g AND n.ver > $since "
-               "AND n.embedding IS NOT NULL RETURN n.id AS id, n.embedding AS v",
+    kind: f"{match} USING INDEX {label}(group_id, ver) WHERE {x}.group_id = $g AND {x}.ver > $since RETURN {cols}"
+    for kind, (match, x, label, cols) in _KINDS.items()
 }
-LOAD_COLUMNS: dict[str, tuple[str, ...]] = {
-    "fact": ("id", "v", "va", "ia", "c", "s", "o", "rel", "et"), "entity": ("id", "v"), "episode": ("id", "v"),
-}
+
+
+def as_vector(v: Any) -> np.ndarray | Sequence[float] | None:
+    """An embedding as read: float32 bytes (decoded without a copy) or, from rows older than the byte copy, a list."""
+    if isinstance(v, (bytes, bytearray)):
+        return np.frombuffer(v, dtype="<f4")
+    return v
 
 
 class _Table:
@@ -88,17 +133,24 @@ class _Table:
         held = 0 if self.rows is None else int(self.rows.nbytes)
         return held + self.size * ROW_OVERHEAD_BYTES + (self.ann.nbytes if self.ann else 0)
 
+    def reserve(self, extra: int) -> None:
+        """Room for `extra` more rows, so appending a batch grows the arrays once, not once a row."""
+        need = self.size + extra
+        if self.rows is not None and need <= self.rows.shape[0]:
+            return
+        self.rows = grown(self.rows, self.size, need, (self.dim,), np.float32)
+        self.has_vec = grown(self.has_vec, self.size, need, (), np.bool_)
+        self._grow_columns(need)
+
     def _slot(self, row_id: str) -> int:
         """The row's position, appending a new (masked) row for an id not held yet."""
         i = self.pos.get(row_id)
         if i is not None:
             return i
         i = self.size
-        self.rows = grown(self.rows, i, i + 1, (self.dim,), np.float32)
-        self.has_vec = grown(self.has_vec, i, i + 1, (), np.bool_)
-        self._grow_columns(i + 1)
-        self.rows[i] = 0.0
-        self.has_vec[i] = False
+        self.reserve(1)
+        self.rows[i] = 0.0  # type: ignore[index]
+        self.has_vec[i] = False  # type: ignore[index]
         self.ids.append(row_id)
         self.pos[row_id] = i
         self.size = i + 1
@@ -179,70 +231,121 @@ class _Table:
             build()
 
 
-class _FactTable(_Table):
-    """Facts also keep what `walk` and the validity filter need, so neither asks the server."""
+class _FactTable(_Table, FactEdges):  # FactEdges: the walk, shared with SQLite's graphs
+    """Facts also keep every field a Fact carries, so walks, the validity filter and `get_facts` need no server.
+
+    Times are int64 epoch microseconds (NULL for None; valid_at None is ALWAYS, invalid_at None NEVER, which
+    the validity filter compares directly). Strings many rows share (entity ids, relations, episode ids) are
+    interned, so 100k facts hold 25k entity id strings, not 200k.
+    """
 
     def __init__(self, dim: int) -> None:
         super().__init__(dim)
         self.valid_at = np.empty(0, dtype=np.int64)
         self.invalid_at = np.empty(0, dtype=np.int64)
         self.confidence = np.empty(0, dtype=np.float64)
+        self.created_at = np.empty(0, dtype=np.int64)
+        self.expired_at = np.empty(0, dtype=np.int64)
+        self.last_seen = np.empty(0, dtype=np.int64)
+        self.retrievals = np.empty(0, dtype=np.int64)
+        self.text: list[str] = []
+        self.superseded_by: list[str | None] = []
+        self.sources: list[tuple[tuple[str, ...], tuple[str, ...]]] = []  # (episode ids, message ids) as stored
         self.ends: list[tuple[str, str]] = []
         self.kind: list[tuple[str, str]] = []  # (relation, edge_type)
         self.touching: dict[str, list[int]] = {}  # entity id -> facts with it as subject or object
+        self.held_bytes = 0  # the strings and tuples that differ row to row (fact text, provenance), as counted
+
+    @property
+    def nbytes(self) -> int:
+        columns = sum(getattr(self, name).nbytes for name, _ in _FACT_COLUMNS_HELD)
+        return super().nbytes + columns + self.size * (FACT_ROW_BYTES - ROW_OVERHEAD_BYTES) + self.held_bytes
 
     def _grow_columns(self, need: int) -> None:
         n = self.size
-        self.valid_at = grown(self.valid_at, n, need, (), np.int64)
-        self.invalid_at = grown(self.invalid_at, n, need, (), np.int64)
-        self.confidence = grown(self.confidence, n, need, (), np.float64)
+        for name, dtype in _FACT_COLUMNS_HELD:
+            setattr(self, name, grown(getattr(self, name), n, need, (), dtype))
 
-    def put_fact(self, row: dict[str, Any]) -> None:
-        new = row["id"] not in self.pos
-        i = self.put(row["id"], row["v"])
-        va, ia = row["va"], row["ia"]
-        self.valid_at[i] = ALWAYS if va is None else va
-        self.invalid_at[i] = NEVER if ia is None else ia
-        self.confidence[i] = float(row["c"])
-        if new:  # endpoints, relation and type never change after a fact is written
-            self.ends.append((row["s"], row["o"]))
-            self.kind.append((row["rel"], row["et"]))
-            for e in {row["s"], row["o"]}:
-                self.touching.setdefault(e, []).append(i)
+    def _row_bytes(self, i: int) -> int:
+        eps, sms = self.sources[i]
+        return (sys.getsizeof(self.text[i]) + sys.getsizeof(eps) + sys.getsizeof(sms)
+                + sum(map(sys.getsizeof, eps)) + sum(map(sys.getsizeof, sms))
+                + (sys.getsizeof(self.superseded_by[i]) if self.superseded_by[i] is not None else 0))
+
+    def put_facts(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Add or update rows as the server returns them (LOAD_COLUMNS["fact"]); numeric columns a batch at a time."""
+        self.reserve(len(rows))
+        at = np.empty(len(rows), dtype=np.int64)
+        for j, row in enumerate(rows):
+            i = self.pos.get(row["id"])
+            if i is None:  # endpoints, relation and type never change after a fact is written
+                i = self._slot(row["id"])
+                s, o = sys.intern(row["s"]), sys.intern(row["o"])
+                self.ends.append((s, o))
+                self.kind.append((sys.intern(row["rel"]), sys.intern(row["et"])))
+                for e in {s, o}:
+                    self.touching.setdefault(e, []).append(i)
+                self.text.append(row["f"])
+                self.superseded_by.append(row["sb"])
+                self.sources.append(_sources(row))
+            else:
+                self.held_bytes -= self._row_bytes(i)
+                self.text[i], self.superseded_by[i], self.sources[i] = row["f"], row["sb"], _sources(row)
+            self.held_bytes += self._row_bytes(i)
+            at[j] = i
+            v = row["v"]
+            if v is not None and not self.has_vec[i]:  # type: ignore[index]
+                self.rows[i] = as_vector(v)  # type: ignore[index]
+                self.has_vec[i] = True  # type: ignore[index]
+        self.valid_at[at] = [ALWAYS if r["va"] is None else r["va"] for r in rows]
+        self.invalid_at[at] = [NEVER if r["ia"] is None else r["ia"] for r in rows]
+        self.confidence[at] = [r["c"] for r in rows]
+        self.created_at[at] = [NULL if r["ca"] is None else r["ca"] for r in rows]
+        self.expired_at[at] = [NULL if r["xa"] is None else r["xa"] for r in rows]
+        self.last_seen[at] = [NULL if r["ls"] is None else r["ls"] for r in rows]
+        self.retrievals[at] = [r["rc"] or 0 for r in rows]
+
+    def set_retrievals(self, counts: Iterable[tuple[str, int]]) -> None:
+        """Stored retrieval counts this process just wrote (see `Neo4jStore.flush_retrievals`)."""
+        for fact_id, n in counts:
+            i = self.pos.get(fact_id)
+            if i is not None:
+                self.retrievals[i] = n
+
+    def record(self, i: int) -> dict[str, Any]:
+        """Row i as the server's fact projection gives it (times as epoch microseconds, None where unset)."""
+        (s, o), (rel, et), (eps, sms) = self.ends[i], self.kind[i], self.sources[i]
+        va, ia = int(self.valid_at[i]), int(self.invalid_at[i])
+        return {
+            "id": self.ids[i], "subject_id": s, "object_id": o, "relation": rel, "edge_type": et,
+            "fact": self.text[i], "confidence": float(self.confidence[i]),
+            "valid_at": None if va == ALWAYS else va, "invalid_at": None if ia == NEVER else ia,
+            "created_at": _time_or_none(self.created_at[i]), "expired_at": _time_or_none(self.expired_at[i]),
+            "last_seen": _time_or_none(self.last_seen[i]), "superseded_by": self.superseded_by[i],
+            "episode_ids": eps, "source_message_ids": sms, "retrieval_count": int(self.retrievals[i]),
+        }
 
     def valid_at_time(self, t: int) -> Valid:
         """A filter of positions: the contract's validity, valid_at <= t < invalid_at."""
-        return lambda pos: (self.valid_at[pos] <= t) & (t < self.invalid_at[pos])
+        return lambda pos: self._valid(pos, t)
 
-    def walk(self, seeds: Sequence[str], t: int, max_hops: int, relations: Sequence[str] | None,
-             edge_types: Sequence[str] | None, limit: int) -> list[tuple[str, int, float]]:
-        """The server's walk over the held edges: (fact id, hop, confidence), nearest hops first.
 
-        Within a hop facts by confidence (highest first) then id, at most `limit` in all,
-        each fact once, each entity expanded once: what `Neo4jStore.walk` asks the server.
-        """
-        rels = set(relations) if relations else None
-        types = set(edge_types) if edge_types else None
-        seen: set[int] = set()
-        visited: set[str] = set(seeds)
-        frontier = list(dict.fromkeys(seeds))
-        out: list[tuple[str, int, float]] = []
-        for hop in range(1, max_hops + 1):
-            if not frontier or len(out) >= limit:
-                break
-            found = {i for e in frontier for i in self.touching.get(e, ()) if i not in seen}
-            found = {i for i in found if self.valid_at[i] <= t < self.invalid_at[i]
-                     and (rels is None or self.kind[i][0] in rels) and (types is None or self.kind[i][1] in types)}
-            nxt: list[str] = []
-            for i in sorted(found, key=lambda i: (-self.confidence[i], self.ids[i]))[: limit - len(out)]:
-                seen.add(i)
-                out.append((self.ids[i], hop, float(self.confidence[i])))
-                for e in self.ends[i]:
-                    if e not in visited:
-                        visited.add(e)
-                        nxt.append(e)
-            frontier = nxt
-        return out
+_FACT_COLUMNS_HELD = (
+    ("valid_at", np.int64), ("invalid_at", np.int64), ("confidence", np.float64), ("created_at", np.int64),
+    ("expired_at", np.int64), ("last_seen", np.int64), ("retrievals", np.int64),
+)
+
+
+_EPISODE_FIELDS = ("content", "role", "source_message_id", "reference_time", "response", "agent_id", "platform",
+                   "channel_id", "created_at")
+
+
+def _sources(row: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple(map(sys.intern, row["eps"] or ())), tuple(map(sys.intern, row["sms"] or ()))
+
+
+def _time_or_none(us: np.int64) -> int | None:
+    return None if us == NULL else int(us)
 
 
 @dataclass
@@ -257,25 +360,84 @@ class GroupMirror:
     written_at: float = float("-inf")
     facts: _FactTable = field(init=False)
     tables: dict[str, _Table] = field(init=False)
+    names: dict[str, str] = field(init=False)  # entity id -> name, every entity (facts show their endpoints' names)
+    episodes: dict[str, tuple[Any, ...]] = field(init=False)  # episode id -> its fields (_EPISODE_FIELDS), every episode
+    names_bytes: int = 0
+    episodes_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.facts = _FactTable(self.dim)
         self.tables = {"fact": self.facts, "entity": _Table(self.dim), "episode": _Table(self.dim)}
+        self.names = {}
+        self.episodes = {}
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in self.tables.values())
+        return sum(t.nbytes for t in self.tables.values()) + self.names_bytes + self.episodes_bytes
 
     def apply(self, kind: str, rows: Iterable[dict[str, Any]]) -> None:
         """Add or update rows; under the table's lock, so an index build never takes a row half written."""
         table = self.tables[kind]
+        rows = list(rows)
         with table.lock:
+            table.reserve(len(rows))
             if kind == "fact":
+                self.facts.put_facts(rows)
+            elif kind == "entity":
                 for row in rows:
-                    self.facts.put_fact(row)
+                    entity_id = sys.intern(row["id"])  # one string for the name, the row and facts' endpoints
+                    self._name(entity_id, row["name"])
+                    if row["v"] is not None:  # an entity without an embedding is only a name here
+                        table.put(entity_id, as_vector(row["v"]))
             else:
                 for row in rows:
-                    table.put(row["id"], row["v"])
+                    episode_id = sys.intern(row["id"])
+                    self._episode(episode_id, row)
+                    if row["v"] is not None:
+                        table.put(episode_id, as_vector(row["v"]))
+
+    def _episode(self, episode_id: str, row: dict[str, Any]) -> None:
+        """Episodes never change once written (a deletion reloads the group): the first copy read is kept."""
+        if episode_id in self.episodes:
+            return
+        held = (row["content"], sys.intern(row["role"]), row["sm"], row["rt"], row["resp"],
+                *(None if row[k] is None else sys.intern(row[k]) for k in ("agent", "platform", "channel")), row["ca"])
+        self.episodes[episode_id] = held
+        self.episodes_bytes += (NAME_ENTRY_BYTES + sys.getsizeof(episode_id) + sys.getsizeof(held)
+                                + sum(sys.getsizeof(x) for x in held[:5] if x is not None))
+
+    def _name(self, entity_id: str, name: str) -> None:
+        old = self.names.get(entity_id)
+        if old is None:
+            self.names_bytes += NAME_ENTRY_BYTES + sys.getsizeof(entity_id)
+        else:
+            self.names_bytes -= sys.getsizeof(old)
+        self.names[entity_id] = name
+        self.names_bytes += sys.getsizeof(name)
+
+    def fact_records(self, fact_ids: Sequence[str]) -> list[tuple[dict[str, Any], str, str]] | None:
+        """(row, subject name, object name) of each fact, in the order asked; None when one is not held."""
+        out = []
+        for fact_id in fact_ids:
+            i = self.facts.pos.get(fact_id)
+            if i is None:
+                return None
+            s, o = self.facts.ends[i]
+            sn, on = self.names.get(s), self.names.get(o)
+            if sn is None or on is None:
+                return None
+            out.append((self.facts.record(i), sn, on))
+        return out
+
+    def episode_records(self, episode_ids: Sequence[str]) -> list[dict[str, Any]] | None:
+        """Each episode as the server's projection gives it, in the order asked; None when one is not held."""
+        out = []
+        for episode_id in episode_ids:
+            held = self.episodes.get(episode_id)
+            if held is None:
+                return None
+            out.append({"id": episode_id, **dict(zip(_EPISODE_FIELDS, held, strict=True))})
+        return out
 
     def maintain_indexes(self, background: bool) -> None:
         for table in self.tables.values():
@@ -296,6 +458,10 @@ class MirrorCache:
         if mirror is not None:
             self._mirrors.move_to_end(group_id)
         return mirror
+
+    def peek(self, group_id: str) -> GroupMirror | None:
+        """The group's mirror, if held, leaving the eviction order alone (for writes, which are not uses)."""
+        return self._mirrors.get(group_id)
 
     def put(self, group_id: str, mirror: GroupMirror) -> bool:
         """Keep the mirror, evicting the least recently used; False when it alone exceeds the budget."""
