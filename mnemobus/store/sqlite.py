@@ -787,7 +787,8 @@ class SqliteStore:
 
     async def edge_history(self, group_id: GroupId, subject_id: str, relation: str | None = None) -> list[Fact]:
         def q(c: sqlite3.Connection) -> list[Fact]:
-            sql = f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = ? AND f.subject_id = ?"
+            # +group_id: filtered by value, so the planner takes the subject index (a group index reads the group)
+            sql = f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE +f.group_id = ? AND f.subject_id = ?"
             params: list[Any] = [group_id, subject_id]
             if relation is not None:
                 sql += " AND f.relation = ?"
@@ -1038,7 +1039,7 @@ class SqliteTxn:
     async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
         def r(c: sqlite3.Connection) -> list[Fact]:
             rows = c.execute(
-                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = ? AND f.subject_id = ? AND f.relation = ?"
+                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE +f.group_id = ? AND f.subject_id = ? AND f.relation = ?"
                 " ORDER BY coalesce(f.valid_at, -1e18), f.created_at, f.id",
                 (group_id, subject_id, relation),
             ).fetchall()

@@ -29,7 +29,10 @@ _BUMP = """
 VERSIONING = f"""
 CREATE TABLE IF NOT EXISTS group_versions(
   group_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, ver INTEGER NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS facts_group_ver ON facts(group_id, ver);
+-- on an expression only the delta read uses: a plain (group_id, ver) index was picked by the planner for
+-- lookups by subject (facts_between), scanning the whole group, and made ingest 4x slower at 10k facts a group
+DROP INDEX IF EXISTS facts_group_ver;
+CREATE INDEX IF NOT EXISTS facts_stamped ON facts((group_id || ''), ver);
 BEGIN IMMEDIATE;  -- the triggers are replaced at every open (so a file keeps this build's), never missing meanwhile
 DROP TRIGGER IF EXISTS facts_stamp_insert;
 DROP TRIGGER IF EXISTS facts_stamp_update;
@@ -88,7 +91,7 @@ class GraphReader:
                 graph = FactGraph(epoch, version)
                 rows = conn.execute(f"{_ROW} WHERE group_id = ?", (group_id,))
             else:
-                rows = conn.execute(f"{_ROW} WHERE group_id = ? AND ver > ?", (group_id, graph.version))
+                rows = conn.execute(f"{_ROW} WHERE (group_id || '') = ? AND ver > ?", (group_id, graph.version))
             with graph.lock:
                 graph.put(rows.fetchall())
                 graph.version = version

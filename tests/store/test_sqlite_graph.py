@@ -121,7 +121,7 @@ async def _schema_1_file(path: Path) -> dict[str, object]:
         for trigger in ("facts_stamp_insert", "facts_stamp_update", "facts_stamp_delete"):
             conn.execute(f"DROP TRIGGER {trigger}")
         conn.execute("DROP TABLE group_versions")
-        conn.execute("DROP INDEX facts_group_ver")
+        conn.execute("DROP INDEX facts_stamped")
         conn.execute("ALTER TABLE facts DROP COLUMN ver")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     return g
