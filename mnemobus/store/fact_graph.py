@@ -47,10 +47,11 @@ class FactRow(NamedTuple):
     edge_type: str
 
 
-_EPOCH = datetime.fromtimestamp(0, UTC)
+EPOCH = datetime.fromtimestamp(0, UTC)
 
 
-def _dt(seconds: float | None) -> datetime | None:
+def utc_from_seconds(seconds: float | None) -> datetime | None:
+    """How both stores turn epoch seconds (None: unset) back into aware datetimes."""
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
@@ -199,9 +200,10 @@ class FactGraph(FactEdges):
             i = self.pos.get(fid)
             if i is not None:
                 va, seen = float(self.valid_at[i]), float(self.last_seen[i])
+                at = utc_from_seconds
                 out.append(Standing(
-                    fid, self.text[i], float(self.confidence[i]), None if va == -math.inf else _dt(va),
-                    _dt(float(self.created_at[i])) or _EPOCH, None if math.isnan(seen) else _dt(seen),
+                    fid, self.text[i], float(self.confidence[i]), None if va == -math.inf else at(va),
+                    at(float(self.created_at[i])) or EPOCH, None if math.isnan(seen) else at(seen),
                     int(self.retrievals[i]) + pending.get(fid, 0)))
         return out
 

@@ -29,6 +29,8 @@ import numpy as np
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Step, Vector, WriteTxn
+from mnemobus.store.fact_graph import EPOCH as _EPOCH
+from mnemobus.store.fact_graph import utc_from_seconds as _dt
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
 from mnemobus.store.sqlite_graph import GraphReader, add_versioning
 from mnemobus.store.sqlite_fts import TermCounts, fts_search, group_token, terms_match
@@ -45,7 +47,6 @@ BUSY_TIMEOUT_S = 1.0
 READERS = 4  # reader connections per store (see SqliteStore._borrow)
 READER_CACHE_KB = 16_384  # reads go through the memory map; the page cache only holds what it does not cover
 _SEP = "\x1f"
-_EPOCH = datetime.fromtimestamp(0, UTC)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -110,10 +111,6 @@ def _ts(value: datetime | None) -> float | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.timestamp()
-
-
-def _dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
 def _blob(vector: Vector | None) -> bytes | None:

@@ -11,10 +11,12 @@ restarting the server; the groups a test used are deleted afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,15 +133,28 @@ async def neo(neo4j_uri: str, new_group: Callable[[str], GroupId]) -> AsyncItera
         await store.close()
 
 
-@pytest.fixture
-async def server_only(neo4j_uri: str, neo: "Neo4jStore") -> AsyncIterator["Neo4jStore"]:
-    """A Neo4j store without group mirrors: every search and walk is a server read (`neo` deletes the groups
-    afterwards)."""
+@contextlib.asynccontextmanager
+async def opened_neo4j(uri: str, **options: Any) -> AsyncIterator["Neo4jStore"]:
+    """A Neo4jStore with these options, opened for the block and closed after it."""
     from mnemobus.store.neo4j import Neo4jStore
 
-    store = Neo4jStore(neo4j_uri, vector_cache_mb=None)
+    store = Neo4jStore(uri, **options)
     await store.open()
     try:
         yield store
     finally:
         await store.close()
+
+
+@pytest.fixture
+def open_neo4j(neo4j_uri: str) -> Callable[..., contextlib.AbstractAsyncContextManager["Neo4jStore"]]:
+    """Opens further stores on the session's Neo4j: `async with open_neo4j(mirror_fresh_s=0) as store`."""
+    return lambda **options: opened_neo4j(neo4j_uri, **options)
+
+
+@pytest.fixture
+async def server_only(neo4j_uri: str, neo: "Neo4jStore") -> AsyncIterator["Neo4jStore"]:
+    """A Neo4j store without group mirrors: every search and walk is a server read (`neo` deletes the groups
+    afterwards)."""
+    async with opened_neo4j(neo4j_uri, vector_cache_mb=None) as store:
+        yield store

@@ -10,8 +10,7 @@ neo's next recall, whose candidate round confirms the group's version, and in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -30,27 +29,17 @@ pytestmark = pytest.mark.anyio
 LATER = T0 + timedelta(days=1)
 
 
-@asynccontextmanager
-async def _opened(uri: str, **options: Any) -> AsyncIterator[Neo4jStore]:
-    store = Neo4jStore(uri, **options)
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 @pytest.fixture
-async def strict(neo4j_uri: str) -> AsyncIterator[Neo4jStore]:
+async def strict(open_neo4j: Callable[..., Any]) -> AsyncIterator[Neo4jStore]:
     """A mirroring store that asks for the group's version on every read (no trust window)."""
-    async with _opened(neo4j_uri, mirror_fresh_s=0.0) as store:
+    async with open_neo4j(mirror_fresh_s=0.0) as store:
         yield store
 
 
 @pytest.fixture
-async def trusting(neo4j_uri: str) -> AsyncIterator[Neo4jStore]:
+async def trusting(open_neo4j: Callable[..., Any]) -> AsyncIterator[Neo4jStore]:
     """A mirroring store that trusts a confirmed version for a minute: reads it answers alone make no round trip."""
-    async with _opened(neo4j_uri, mirror_fresh_s=60.0) as store:
+    async with open_neo4j(mirror_fresh_s=60.0) as store:
         yield store
 
 
@@ -197,14 +186,14 @@ async def test_facts_another_process_deleted_are_not_returned(
 
 
 async def test_embeddings_stored_without_the_byte_copy_still_load(
-    neo4j_uri: str, neo: Neo4jStore, group: GroupId
+    open_neo4j: Callable[..., Any], neo: Neo4jStore, group: GroupId
 ) -> None:
     """Rows written before `emb32` existed carry only the float list the vector index reads."""
     g = await alice_graph(neo, group)
     for q in ("MATCH ()-[r:FACT {group_id: $g}]->() REMOVE r.emb32",
               "MATCH (n:Entity {group_id: $g}) REMOVE n.emb32", "MATCH (n:Episode {group_id: $g}) REMOVE n.emb32"):
         await neo._drv().execute_query(q, g=group, database_=neo.database)
-    async with _opened(neo4j_uri) as fresh:
+    async with open_neo4j() as fresh:
         assert await fresh.preload(group)
         hits = await fresh.search_facts_vector(group, vec("Alice likes strong coffee"), LATER, 1)
         assert [h.id for h in hits] == [g["facts"][3].id]  # type: ignore[index]
