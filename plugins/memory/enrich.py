@@ -40,7 +40,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     if loop_lag.lagging() and slots.borrowed_tokens > 0:
         ctx.metrics.fail_open.labels(reason="loop_lag").inc()  # logged once per spell, by the monitor
         return MemoryContext(groups=list(groups), status="overloaded")
-    if not budget.allow():  # logged when it runs out and when it is back, by the budget
+    if not budget.allow(alone=slots.borrowed_tokens == 0):  # logged when it runs out and when back, by the budget
         ctx.metrics.fail_open.labels(reason="recall_budget").inc()
         return MemoryContext(groups=list(groups), status="overloaded")
     result: RecallResult | None = None

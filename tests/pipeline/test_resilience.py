@@ -238,21 +238,42 @@ async def budgeted_pipeline(settings):
         yield rt
 
 
-async def test_a_process_that_spent_its_recall_time_share_forwards_the_next_request_unenriched(
-        budgeted_pipeline, monkeypatch):
-    pipeline = budgeted_pipeline
+def _slowed(pipeline, monkeypatch, seconds: float) -> None:
     real_recall = pipeline.engine.recall
 
     async def slow_recall(query):
-        await anyio.sleep(0.2)  # four seconds' worth of a 5% share
+        await anyio.sleep(seconds)
         return await real_recall(query)
 
     monkeypatch.setattr(pipeline.engine, "recall", slow_recall)
-    first = await ask(pipeline, request("I moved to Lisbon."))
-    second = await ask(pipeline, request("where do I live now?"))
-    assert first["memory"]["status"] != "overloaded"
-    assert second["content"].startswith("Noted") and second["memory"]["status"] == "overloaded"
+
+
+async def test_a_process_that_spent_its_recall_time_share_skips_recall_beside_a_running_one(
+        budgeted_pipeline, monkeypatch):
+    pipeline = budgeted_pipeline
+    _slowed(pipeline, monkeypatch, 0.2)  # four seconds' worth of a 5% share
+    await ask(pipeline, request("I moved to Lisbon."))
+    replies: list[dict] = []
+
+    async def one(text: str) -> None:
+        replies.append(await ask(pipeline, request(text)))
+
+    async with anyio.create_task_group() as tg:  # the second arrives while the first recalls
+        tg.start_soon(one, "where do I live now?")
+        await anyio.sleep(0.05)
+        tg.start_soon(one, "and where did I live before?")
+    assert sorted(r["memory"]["status"] for r in replies) == ["enriched", "overloaded"]
+    assert all(r["content"].startswith("Noted") for r in replies)
     assert pipeline.metrics.fail_open.labels(reason="recall_budget")._value.get() == 1
+
+
+async def test_a_request_alone_in_its_process_recalls_though_the_share_is_spent(budgeted_pipeline, monkeypatch):
+    pipeline = budgeted_pipeline
+    _slowed(pipeline, monkeypatch, 0.2)
+    await ask(pipeline, request("I moved to Lisbon."))
+    second = await ask(pipeline, request("where do I live now?"))  # nothing else runs: skipping it helps no one
+    assert second["memory"]["status"] == "enriched"
+    assert pipeline.metrics.fail_open.labels(reason="recall_budget")._value.get() == 0
 
 
 def test_the_recall_budget_accrues_back_at_its_share_per_second():
