@@ -196,11 +196,11 @@ class FactGraph(FactEdges):
     def standings(self, fact_ids: Sequence[str], pending: dict[str, int]) -> list[Standing]:
         """The held facts among the ids, in the order asked; `pending` adds retrievals not yet written."""
         out = []
+        at = utc_from_seconds
         for fid in dict.fromkeys(fact_ids):
             i = self.pos.get(fid)
             if i is not None:
                 va, seen = float(self.valid_at[i]), float(self.last_seen[i])
-                at = utc_from_seconds
                 out.append(Standing(
                     fid, self.text[i], float(self.confidence[i]), None if va == -math.inf else at(va),
                     at(float(self.created_at[i])) or EPOCH, None if math.isnan(seen) else at(seen),

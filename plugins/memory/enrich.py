@@ -35,12 +35,13 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     if not breaker.allow():
         ctx.metrics.fail_open.labels(reason="circuit_open").inc()
         return MemoryContext(groups=list(groups), status="circuit_open")
+    alone = slots.borrowed_tokens == 0  # no other recall runs here: this one delays no one but its own request
     # out of CPU while recalls run (so recall is a cause, not a start-up or a worker's batch on a shared loop):
     # another recall now would only delay this request and every one behind it
-    if loop_lag.lagging() and slots.borrowed_tokens > 0:
+    if loop_lag.lagging() and not alone:
         ctx.metrics.fail_open.labels(reason="loop_lag").inc()  # logged once per spell, by the monitor
         return MemoryContext(groups=list(groups), status="overloaded")
-    if not budget.allow(alone=slots.borrowed_tokens == 0):  # logged when it runs out and when back, by the budget
+    if not budget.allow(alone=alone):  # logged when it runs out and when it is back, by the budget
         ctx.metrics.fail_open.labels(reason="recall_budget").inc()
         return MemoryContext(groups=list(groups), status="overloaded")
     result: RecallResult | None = None
