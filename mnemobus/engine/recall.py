@@ -143,12 +143,16 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
         lambda: store.get_episodes(group, best_ep) if best_ep else _none(),
     ])
     known = {r.id: r for r in rows}
+    at_s = as_of.timestamp()
     facts: list[_Found] = []
     for fact_id in best:
         row = known.get(fact_id)
-        if row is None or decayed_confidence(row, as_of, recipe.decay_rate) < recipe.min_confidence:
+        if row is None:
             continue
-        weight = fact_weight(row, as_of, decay_rate=recipe.decay_rate, recency_rate=recipe.recency_rate,
+        standing = row if isinstance(row, Standing) else Standing.of(row)
+        if decayed_confidence(standing, at_s, recipe.decay_rate) < recipe.min_confidence:
+            continue
+        weight = fact_weight(standing, at_s, decay_rate=recipe.decay_rate, recency_rate=recipe.recency_rate,
                              retrieval_boost=recipe.retrieval_boost)
         facts.append(_Found(group, row, fused[fact_id] * weight))
     scored_eps = [ScoredEpisode(ep, fused_ep[ep.id]) for ep in episodes

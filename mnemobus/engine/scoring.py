@@ -4,29 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import datetime
-from typing import Protocol
+
+from mnemobus.store.contract import Standing
 
 SECONDS_PER_DAY = 86400.0
-
-
-class Weighed(Protocol):
-    """What weighting reads of a fact: a whole Fact or a store's Standing."""
-
-    @property
-    def confidence(self) -> float: ...
-
-    @property
-    def valid_at(self) -> datetime | None: ...
-
-    @property
-    def created_at(self) -> datetime: ...
-
-    @property
-    def last_seen(self) -> datetime | None: ...
-
-    @property
-    def retrieval_count(self) -> int: ...
 
 
 def rrf(rankings: Iterable[Sequence[str]], k: float = 60.0, weights: Sequence[float] | None = None) -> dict[str, float]:
@@ -45,23 +26,17 @@ def rrf(rankings: Iterable[Sequence[str]], k: float = 60.0, weights: Sequence[fl
     return {item: score / total for item, score in fused.items()}
 
 
-def days_between(earlier: datetime | None, later: datetime) -> float:
-    if earlier is None:
-        return 0.0
-    return max(0.0, (later - earlier).total_seconds() / SECONDS_PER_DAY)
+def days_between(earlier_s: float, later_s: float) -> float:
+    return max(0.0, (later_s - earlier_s) / SECONDS_PER_DAY)
 
 
-def last_observed(fact: Weighed) -> datetime | None:
-    return fact.last_seen or fact.valid_at or fact.created_at
-
-
-def decayed_confidence(fact: Weighed, at: datetime, rate: float) -> float:
+def decayed_confidence(fact: Standing, at_s: float, rate: float) -> float:
     """c * exp(-rate * days since last observed): facts nobody repeats fade, reinforcement restores them."""
-    return fact.confidence * math.exp(-rate * days_between(last_observed(fact), at))
+    return fact.confidence * math.exp(-rate * days_between(fact.observed_s, at_s))
 
 
-def recency(fact: Weighed, at: datetime, rate: float) -> float:
-    return 1.0 / (1.0 + rate * days_between(fact.valid_at or fact.created_at, at))
+def recency(fact: Standing, at_s: float, rate: float) -> float:
+    return 1.0 / (1.0 + rate * days_between(fact.born_s, at_s))
 
 
 def retrieval_weight(count: int, boost: float) -> float:
@@ -69,7 +44,7 @@ def retrieval_weight(count: int, boost: float) -> float:
     return min(1.5, 1.0 + boost * math.log1p(max(0, count)))
 
 
-def fact_weight(fact: Weighed, at: datetime, *, decay_rate: float, recency_rate: float, retrieval_boost: float) -> float:
+def fact_weight(fact: Standing, at_s: float, *, decay_rate: float, recency_rate: float, retrieval_boost: float) -> float:
     """Ranking weight: confidence and age reorder facts of close relevance.
 
     The square root keeps a month-old fact (decayed to ~0.74) within ~14% of a new one: with
@@ -77,9 +52,10 @@ def fact_weight(fact: Weighed, at: datetime, *, decay_rate: float, recency_rate:
     clearly more relevant to stay ahead. Measured both ways: a milder weight (the fourth root)
     let old, loosely matching facts crowd the LoCoMo top 10 (hybrid recall@10 0.653 -> 0.630,
     static embedder) and moved the Graphiti side-by-side corpus only from 0.905 to 0.915 at @5.
+    Times are epoch seconds (see `Standing`).
     """
     return (
-        math.sqrt(decayed_confidence(fact, at, decay_rate))
-        * (0.9 + 0.1 * recency(fact, at, recency_rate))
+        math.sqrt(decayed_confidence(fact, at_s, decay_rate))
+        * (0.9 + 0.1 * recency(fact, at_s, recency_rate))
         * retrieval_weight(fact.retrieval_count, retrieval_boost)
     )

@@ -13,7 +13,6 @@ is one comparison: valid_at <= t < invalid_at.
 
 from __future__ import annotations
 
-import heapq
 import math
 import threading
 from collections import OrderedDict
@@ -25,6 +24,8 @@ import numpy as np
 
 from mnemobus.store.contract import Standing
 from mnemobus.store.vectors import grown
+
+_NONE: list[int] = []  # an entity no held fact touches
 
 ROW_BYTES = 570  # per fact beside the arrays: id, sentence, dict and list slots, endpoints (tracemalloc, 10k facts)
 
@@ -90,9 +91,11 @@ class FactEdges:
         for hop in range(1, max_hops + 1):
             if not frontier or len(out) >= limit:
                 break
-            touched = [i for e in frontier for i in self.touching.get(e, ())]
-            found = np.unique(np.fromiter(touched, dtype=np.int64, count=len(touched)))
-            found = found[~seen[found]]
+            # each touched fact once, in position order: a mark per fact is cheaper than sorting (np.unique)
+            marked = np.zeros(self.size, dtype=np.bool_)
+            for e in frontier:
+                marked[self.touching.get(e, _NONE)] = True
+            found = np.flatnonzero(marked & ~seen)
             found = found[self._valid(found, t)]
             if rels is not None or types is not None:
                 found = np.array([i for i in found.tolist() if (rels is None or self.kind[i][0] in rels)
@@ -103,8 +106,9 @@ class FactEdges:
                 cut = -np.partition(-conf, want - 1)[want - 1]  # the want-th highest confidence
                 better, tied = found[conf > cut], found[conf == cut]
                 if len(better) + len(tied) > want:  # of those level with the cut, the lowest ids
-                    tied = np.array(heapq.nsmallest(want - len(better), tied.tolist(), key=self.ids.__getitem__),
-                                    dtype=np.int64)
+                    # sorted as a fixed-width string array: ~4x faster than heapq with a key per item
+                    by_id = np.argsort(np.array([self.ids[i] for i in tied.tolist()]), kind="stable")
+                    tied = tied[by_id[: want - len(better)]]
                 found = np.concatenate([better, tied])
             conf = self.confidence[found]
             nxt: list[str] = []
@@ -195,17 +199,16 @@ class FactGraph(FactEdges):
 
     def standings(self, fact_ids: Sequence[str], pending: dict[str, int]) -> list[Standing]:
         """The held facts among the ids, in the order asked; `pending` adds retrievals not yet written."""
-        out = []
-        at = utc_from_seconds
-        for fid in dict.fromkeys(fact_ids):
-            i = self.pos.get(fid)
-            if i is not None:
-                va, seen = float(self.valid_at[i]), float(self.last_seen[i])
-                out.append(Standing(
-                    fid, self.text[i], float(self.confidence[i]), None if va == -math.inf else at(va),
-                    at(float(self.created_at[i])) or EPOCH, None if math.isnan(seen) else at(seen),
-                    int(self.retrievals[i]) + pending.get(fid, 0)))
-        return out
+        held = [(fid, i) for fid in dict.fromkeys(fact_ids) if (i := self.pos.get(fid)) is not None]
+        if not held:
+            return []
+        at = np.fromiter((i for _, i in held), dtype=np.int64, count=len(held))
+        born = np.where(self.valid_at[at] == -math.inf, self.created_at[at], self.valid_at[at])
+        seen = self.last_seen[at]
+        observed = np.where(np.isnan(seen), born, seen)
+        text, get = self.text, pending.get
+        return [Standing(fid, text[i], c, o, b, n + get(fid, 0)) for (fid, i), c, o, b, n in zip(
+            held, self.confidence[at].tolist(), observed.tolist(), born.tolist(), self.retrievals[at].tolist())]
 
 
 class FactGraphCache:

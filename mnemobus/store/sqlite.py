@@ -30,6 +30,7 @@ from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Step, Vector, WriteTxn
 from mnemobus.store.fact_graph import EPOCH as _EPOCH
+from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.fact_graph import utc_from_seconds as _dt
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
 from mnemobus.store.sqlite_graph import GraphReader, add_versioning
@@ -278,13 +279,28 @@ class SqliteStore:
         """
         def inline() -> T:
             with self._borrow() as conn:  # one connection for the whole run, kept per thread for the view
-                self._local.conn = conn
+                # one read transaction: every read of the run sees one snapshot, so each group's version is
+                # checked once per run (`_graph`) rather than before each read (four times a group per recall)
+                conn.execute("BEGIN")
+                self._local.conn, self._local.graphs = conn, {}
                 try:
                     return _complete(work(_InlineReads(self)))
                 finally:
-                    self._local.conn = None
+                    self._local.conn = self._local.graphs = None
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
 
         return await self._run(inline)
+
+    def _graph(self, c: sqlite3.Connection, group_id: str) -> FactGraph:
+        """The group's fact graph, current as of this read; inside run_reads checked once per group and run."""
+        memo: dict[str, FactGraph] | None = getattr(self._local, "graphs", None)
+        if memo is None:
+            return self.graphs.current(c, group_id)
+        graph = memo.get(group_id)
+        if graph is None:
+            graph = memo[group_id] = self.graphs.current(c, group_id)
+        return graph
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -673,12 +689,12 @@ class SqliteStore:
         def q(c: sqlite3.Connection) -> list[Hit]:
             # most stored facts are still valid: ask for twice the limit, and widen only when too few were
             wanted = limit * 2
-            self.graphs.current(c, group_id)  # before the vectors too: a deletion elsewhere drops them (see __init__)
+            self._graph(c, group_id)  # before the vectors too: a deletion elsewhere drops them (see __init__)
             while True:
                 hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted)
                 if not hits:
                     return []
-                graph = self.graphs.current(c, group_id)  # after the vectors: it holds every row they returned
+                graph = self._graph(c, group_id)  # after the vectors: it holds every row they returned
                 with graph.lock:
                     valid = graph.valid([h[0] for h in hits], t)
                 found = [Hit(i, score) for i, score, _ in hits if i in valid]
@@ -708,7 +724,7 @@ class SqliteStore:
         t = _ts(as_of)
 
         def q(c: sqlite3.Connection) -> list[Step]:
-            graph = self.graphs.current(c, group_id)
+            graph = self._graph(c, group_id)
             with graph.lock:
                 return [Step(*step) for step in graph.walk(entity_ids, t, max_hops, relations, edge_types, limit)]
 
@@ -725,7 +741,7 @@ class SqliteStore:
             for group_id in recent:
                 if self.vectors.held_bytes() >= 0.9 * self.vectors.budget:
                     break
-                self.graphs.current(c, group_id)
+                self._graph(c, group_id)
                 for table in ("facts", "entities", "episodes"):
                     self.vectors.load(c, table, group_id)
                 warmed.append(group_id)
@@ -759,7 +775,7 @@ class SqliteStore:
             return []
 
         def q(c: sqlite3.Connection) -> list[Standing]:
-            graph = self.graphs.current(c, group_id)
+            graph = self._graph(c, group_id)
             with graph.lock:
                 return graph.standings(ids, self._pending_retrievals)
 

@@ -75,6 +75,7 @@ class IvfIndex:
         self._index.nprobe = max(8, self.nlist // 32)
         self._quantizer = quantizer  # faiss keeps only a raw pointer to it
         self.size = n
+        self._row_bytes = dim + 8  # read per search for the cache budget; faiss's own `d` is a slow SWIG lookup
 
     def add(self, rows: np.ndarray) -> None:
         if len(rows):
@@ -87,7 +88,7 @@ class IvfIndex:
 
     @property
     def nbytes(self) -> int:
-        return self.size * (self._index.d + 8)
+        return self.size * self._row_bytes
 
 
 def top_up_or_rebuild(ann: IvfIndex | None, rows: np.ndarray | None, size: int, *, building: bool,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mnemobus.groups import GroupId
+from mnemobus.store.contract import Standing
 from mnemobus.store.sqlite import SqliteStore
 from test_conformance import T0, alice_graph, entity, episode, fact, put, vec  # same folder (pytest prepend import mode)
 
@@ -93,8 +94,9 @@ async def test_standings_carry_what_get_facts_gives(reader: SqliteStore) -> None
     standings = await reader.fact_standings(G, list(reversed(ids)) + ["missing"])
     assert [s.id for s in standings] == list(reversed(ids))
     for s, f in zip(standings, reversed(whole)):
-        assert (s.fact, s.confidence, s.valid_at, s.created_at, s.last_seen, s.retrieval_count) == (
-            f.fact, f.confidence, f.valid_at, f.created_at, f.last_seen, f.retrieval_count)
+        w = Standing.of(f)
+        assert (s.fact, s.confidence, s.retrieval_count) == (w.fact, w.confidence, w.retrieval_count)
+        assert (s.observed_s, s.born_s) == pytest.approx((w.observed_s, w.born_s), abs=1e-6)
 
 
 async def test_a_fact_written_after_another_store_deleted_rows_is_found_by_vector_search(
