@@ -87,7 +87,7 @@ class MemorySettings(Section):
         "within the deadline goes on unenriched (status overloaded), and with as many already waiting as running "
         "it goes on at once: an overload costs memory, never latency")
     warm_groups: int = Field(
-        default=64, ge=0, description="at start, each plugin process loads the in-memory indexes of this many of "
+        default=64, ge=0, description="at start, each plugin or memory API process loads the in-memory indexes of this many of "
         "the most recently written groups (within store.vector_cache_mb), so their first recall after a restart "
         "is not spent loading them (0: none)")
     recall_time_share: float = Field(

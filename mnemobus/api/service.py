@@ -20,6 +20,7 @@ from mnemobus.api.core import MemoryService
 from mnemobus.api.http import create_app
 from mnemobus.api.nats_service import NatsApi
 from mnemobus.api.settings import ApiSettings
+from mnemobus.warming import warm_recall_indexes
 
 from typing import TYPE_CHECKING
 
@@ -58,7 +59,14 @@ async def run_api(rt: "Runtime", *, api: ApiSettings | None = None,
     """Serve until `rt.stop` is set, then drain."""
     svc = MemoryService.of(rt, api)
     rt.extra[EXTRA_SERVICE] = svc
+    warming = anyio.CancelScope()
+
+    async def warm() -> None:
+        with warming:  # in the background: the API answers meanwhile, a group not yet loaded loads on first use
+            await warm_recall_indexes(rt.engine, rt.settings.memory.warm_groups, rt.metrics)
+
     async with anyio.create_task_group() as tg:
+        tg.start_soon(warm)
         nats_api = NatsApi(svc, tg)
         await nats_api.start()
         server: _Server | None = None
@@ -77,6 +85,7 @@ async def run_api(rt: "Runtime", *, api: ApiSettings | None = None,
             log.info("memory API on %s (Graphiti-compatible) and NATS memory.api.*", rt.extra[EXTRA_URL])
         task_status.started()
         await rt.stop.wait()
+        warming.cancel()
         if server is not None:
             server.should_exit = True  # uvicorn stops accepting, finishes open requests, then returns
         await nats_api.stop()

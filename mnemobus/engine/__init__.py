@@ -41,6 +41,12 @@ class MemoryEngine:
         self.extractor = extractor or OfflineExtractor()
         self.embedder = embedder
         self._ingestor = Ingestor(store, self.extractor, embedder, disambiguator)
+        self._warming_claimed = False
+
+    def claim_warming(self) -> bool:
+        """True once per engine: the first role that serves recalls loads the indexes, the others do not again."""
+        first, self._warming_claimed = not self._warming_claimed, True
+        return first
 
     async def ingest(self, episode: Episode) -> IngestOutcome:
         """One transaction, idempotent by episode id; InvalidMessage for bad input, StoreUnavailable for transient."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 import anyio
 from nats.errors import NoRespondersError
@@ -29,8 +28,8 @@ from plugins.memory.formation import FormationGate
 from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import LoopLag
 from plugins.memory.outbox import EpisodeOutbox
-from mnemobus.store.contract import Warming
 from mnemobus.store.model import episode_id_for
+from mnemobus.warming import warm_recall_indexes
 
 log = logging.getLogger("mnemobus.plugin.memory")
 
@@ -60,25 +59,13 @@ class MemoryPlugin:
             ctx.spawn(self._background, self.loop_lag.watch)
         if self.gate.buffering:
             ctx.spawn(self._background, self._sweep_loop)
-        if ctx.engine is not None and isinstance(ctx.engine.store, Warming) and m.warm_groups > 0:
-            ctx.spawn(self._background, self._warm)
+        ctx.spawn(self._background, self._warm)
 
     async def _warm(self) -> None:
         """Load the recently active groups' indexes while the first requests arrive (they do not wait for it)."""
         ctx = self.ctx
-        assert ctx is not None and ctx.engine is not None
-        started = time.perf_counter()
-        try:
-            groups = await ctx.engine.store.warm(ctx.settings.memory.warm_groups)  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001 - a cold cache is slower, never wrong
-            ctx.metrics.index_warms.labels(outcome="failed").inc()
-            log.warning("warming the recall indexes failed (recall loads each group on first use): %s", exc)
-            return
-        ctx.metrics.index_warms.labels(outcome="ok").inc()
-        ctx.metrics.warmed_groups.set(len(groups))
-        log.info("recall indexes of %d recently active group(s) loaded in %.1f s", len(groups),
-                 time.perf_counter() - started)
-        self.warmed = groups
+        assert ctx is not None
+        self.warmed = await warm_recall_indexes(ctx.engine, ctx.settings.memory.warm_groups, ctx.metrics)
 
     async def _background(self, loop) -> None:  # type: ignore[no-untyped-def]
         """Run a loop until stop() cancels it."""

@@ -1,19 +1,16 @@
 """Fail open on the request path, fail safe on the write path."""
 
 import time
-from datetime import UTC, datetime
 
 import anyio
 import pytest
 
 from mnemobus import subjects
-from mnemobus.engine import open_engine
-from mnemobus.groups import GroupId
-from mnemobus.store.model import Episode, episode_id_for
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import HOLD_TICKS, TICK_S, LoopLag
 from tests.pipeline.conftest import ask, request, running, wait_for_episodes
+from tests.warming_support import until_warmed, write_groups_in_order
 
 pytestmark = pytest.mark.anyio
 
@@ -294,18 +291,9 @@ def test_a_recall_time_share_of_zero_never_skips_recall():
 
 
 async def test_a_started_plugin_loads_the_recently_written_groups_before_their_first_request(settings):
-    engine = await open_engine(settings)
-    try:
-        for group, text in (("user_old", "I live in Oslo."), ("user_new", "I live in Rome.")):
-            await engine.ingest(Episode(id=episode_id_for(GroupId(group), "m1", "user"), group_id=GroupId(group),
-                                        content=text, role="user", source_message_id="m1",
-                                        reference_time=datetime.now(UTC)))
-    finally:
-        await engine.close()
+    await write_groups_in_order(settings, "user_old", "user_new")
     async with running(settings, warm_groups=1) as rt:
-        with anyio.fail_after(10):
-            while rt.metrics.warmed_groups._value.get() == 0:
-                await anyio.sleep(0.02)
+        await until_warmed(rt.metrics)
         held = {g for g in ("user_old", "user_new") if rt.engine.store.graphs.cache.get(g) is not None}
         assert held == {"user_new"}  # the most recently written, and only as many as asked
         assert rt.metrics.index_warms.labels(outcome="ok")._value.get() == 1

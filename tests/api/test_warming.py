@@ -1,0 +1,45 @@
+"""The memory API loads the recently written groups' recall indexes at start, as the plugin does, once a process."""
+
+from __future__ import annotations
+
+import functools
+
+import anyio
+import pytest
+
+from mnemobus.api.service import run_api
+from mnemobus.api.settings import ApiSettings
+from mnemobus.app import open_runtime, serve
+from mnemobus.config import Settings
+from plugins.memory import MemoryPlugin
+from tests.warming_support import until_warmed, write_groups_in_order
+
+pytestmark = pytest.mark.anyio
+
+
+def _warming(settings: Settings, groups: int) -> Settings:
+    return settings.model_copy(update={"memory": settings.memory.model_copy(update={"warm_groups": groups})})
+
+
+async def test_a_started_api_loads_the_recently_written_groups_before_their_first_search(settings: Settings) -> None:
+    await write_groups_in_order(settings, "user_old", "user_new")
+    async with open_runtime(_warming(settings, 1)) as rt:
+        async with anyio.create_task_group() as tg:
+            await tg.start(functools.partial(run_api, rt, api=ApiSettings(port=0, drain_timeout_s=2)))
+            await until_warmed(rt.metrics)
+            held = {g for g in ("user_old", "user_new") if rt.engine.store.graphs.cache.get(g) is not None}
+            assert held == {"user_new"}  # the most recently written, and only as many as asked
+            rt.stop.set()
+
+
+async def test_a_process_serving_both_the_plugin_and_the_api_loads_the_indexes_once(settings: Settings) -> None:
+    await write_groups_in_order(settings, "user_old", "user_new")
+    async with open_runtime(_warming(settings, 2)) as rt:
+        async with anyio.create_task_group() as tg:
+            await tg.start(lambda task_status: serve(rt, {"plugin"}, plugins=[MemoryPlugin()], task_status=task_status))
+            await tg.start(functools.partial(run_api, rt, api=ApiSettings(port=0, drain_timeout_s=2)))
+            await until_warmed(rt.metrics)
+            await anyio.sleep(0.2)  # room for a second load, were there one
+            assert rt.metrics.warmed_groups._value.get() == 2
+            assert rt.metrics.index_warms.labels(outcome="ok")._value.get() == 1
+            rt.stop.set()
