@@ -1130,6 +1130,22 @@ class Neo4jStore:
             await asyncio.sleep(0.05)
         return True
 
+    async def warm(self, max_groups: int) -> list[GroupId]:
+        """Mirror the most recently written groups (by their newest episode), until `max_groups` or until the
+        mirrors fill nine tenths of store.vector_cache_mb; the groups mirrored. Their vector indexes build in
+        the background. One pass over the episodes finds them: once at start, off the request path."""
+        if self._mirrors is None or max_groups <= 0:
+            return []
+        rows = await self._q("MATCH (n:Episode) WITH n.group_id AS g, max(n.created_at) AS t "
+                             "RETURN g ORDER BY t DESC LIMIT $k", k=max_groups)
+        warmed: list[GroupId] = []
+        for row in rows:
+            if self._mirrors.held_bytes() >= 0.9 * self._mirrors.budget:
+                break
+            if await self.preload(GroupId(row["g"]), wait_for_indexes=False):
+                warmed.append(GroupId(row["g"]))
+        return warmed
+
     def _mark_written(self, groups: Iterable[str]) -> None:
         """Committed writes of this process: the next read of each group confirms its version first."""
         if self._mirrors is not None:

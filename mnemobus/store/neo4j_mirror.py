@@ -469,9 +469,12 @@ class MirrorCache:
         self._mirrors.move_to_end(group_id)
         return self.evict()
 
+    def held_bytes(self) -> int:
+        return sum(m.nbytes for m in self._mirrors.values())
+
     def evict(self) -> bool:
         """Drop least recently used mirrors until the budget holds; False when the newest had to go too."""
-        total = sum(m.nbytes for m in self._mirrors.values())
+        total = self.held_bytes()
         newest = next(reversed(self._mirrors), None)
         while total > self.budget and self._mirrors:
             gid, mirror = self._mirrors.popitem(last=False)

@@ -16,7 +16,7 @@ import pytest
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.errors import StoreIntegrityError
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, GraphStore, neighbourhood
+from mnemobus.store.contract import DeleteCounts, GraphStore, Warming, neighbourhood
 from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for
 
 pytestmark = pytest.mark.anyio
@@ -528,3 +528,14 @@ async def test_both_backends_give_the_same_top_results_on_a_fixed_corpus(
         await neo.delete_group(group)
         await sqlite.close()
         await neo.close()
+
+
+async def test_warming_loads_the_most_recently_written_groups_first_and_only_as_many_as_asked(
+    store: GraphStore, group: GroupId, other_group: GroupId
+) -> None:
+    now = datetime.now(UTC)  # later than anything an earlier test left on a shared server
+    for i, g in enumerate((group, other_group)):
+        await put(store, episodes=[episode(g, "m1", f"I live in city {i}.", at=now + timedelta(seconds=i))])
+    assert isinstance(store, Warming)
+    assert await store.warm(1) == [other_group]
+    assert (await store.warm(2))[:2] == [other_group, group]
