@@ -150,9 +150,10 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
         if row is None:
             continue
         standing = row if isinstance(row, Standing) else Standing.of(row)
-        if decayed_confidence(standing, at_s, recipe.decay_rate) < recipe.min_confidence:
+        decayed = decayed_confidence(standing, at_s, recipe.decay_rate)
+        if decayed < recipe.min_confidence:
             continue
-        weight = fact_weight(standing, at_s, decay_rate=recipe.decay_rate, recency_rate=recipe.recency_rate,
+        weight = fact_weight(standing, at_s, decayed=decayed, recency_rate=recipe.recency_rate,
                              retrieval_boost=recipe.retrieval_boost)
         facts.append(_Found(group, row, fused[fact_id] * weight))
     scored_eps = [ScoredEpisode(ep, fused_ep[ep.id]) for ep in episodes

@@ -44,7 +44,7 @@ def retrieval_weight(count: int, boost: float) -> float:
     return min(1.5, 1.0 + boost * math.log1p(max(0, count)))
 
 
-def fact_weight(fact: Standing, at_s: float, *, decay_rate: float, recency_rate: float, retrieval_boost: float) -> float:
+def fact_weight(fact: Standing, at_s: float, *, decayed: float, recency_rate: float, retrieval_boost: float) -> float:
     """Ranking weight: confidence and age reorder facts of close relevance.
 
     The square root keeps a month-old fact (decayed to ~0.74) within ~14% of a new one: with
@@ -52,10 +52,11 @@ def fact_weight(fact: Standing, at_s: float, *, decay_rate: float, recency_rate:
     clearly more relevant to stay ahead. Measured both ways: a milder weight (the fourth root)
     let old, loosely matching facts crowd the LoCoMo top 10 (hybrid recall@10 0.653 -> 0.630,
     static embedder) and moved the Graphiti side-by-side corpus only from 0.905 to 0.915 at @5.
-    Times are epoch seconds (see `Standing`).
+    Times are epoch seconds (see `Standing`); `decayed` is the fact's `decayed_confidence`, which recall
+    has already computed to drop faded facts.
     """
     return (
-        math.sqrt(decayed_confidence(fact, at_s, decay_rate))
+        math.sqrt(decayed)
         * (0.9 + 0.1 * recency(fact, at_s, recency_rate))
         * retrieval_weight(fact.retrieval_count, retrieval_boost)
     )

@@ -25,7 +25,7 @@ import numpy as np
 from mnemobus.store.contract import Standing
 from mnemobus.store.vectors import grown
 
-_NONE: list[int] = []  # an entity no held fact touches
+_NONE: list[int] = []  # an entity no held fact touches (a list: an empty tuple as an index selects every row)
 
 ROW_BYTES = 570  # per fact beside the arrays: id, sentence, dict and list slots, endpoints (tracemalloc, 10k facts)
 

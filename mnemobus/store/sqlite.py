@@ -694,7 +694,8 @@ class SqliteStore:
                 hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted)
                 if not hits:
                     return []
-                graph = self._graph(c, group_id)  # after the vectors: it holds every row they returned
+                # after the vectors: it holds every row they returned (in run_reads one snapshot serves both reads)
+                graph = self._graph(c, group_id)
                 with graph.lock:
                     valid = graph.valid([h[0] for h in hits], t)
                 found = [Hit(i, score) for i, score, _ in hits if i in valid]

@@ -49,7 +49,8 @@ def test_reinforcement_restores_a_fading_fact() -> None:
 
 def test_a_newer_fact_outweighs_an_older_one_of_the_same_confidence() -> None:
     def weight(fact: Fact) -> float:
-        return fact_weight(Standing.of(fact), NOW.timestamp(), decay_rate=RATE, recency_rate=RATE, retrieval_boost=0.0)
+        return fact_weight(Standing.of(fact), NOW.timestamp(), decayed=_decayed(fact), recency_rate=RATE,
+                           retrieval_boost=0.0)
 
     assert weight(_fact(valid_days_ago=1, learned_days_ago=1)) > weight(_fact(valid_days_ago=60, learned_days_ago=60))
 
