@@ -7,7 +7,7 @@ budget, so a million facts over a thousand groups never all sit in RAM.
 
 Search is an exact dot product for groups under `ann_min_rows` (the common
 case: exact answers, identical to the other backend's). A larger group gets
-an approximate index (faiss IVF over 8-bit scalar-quantised vectors), built
+an approximate index (faiss IVF over half-precision vectors), built
 from the matrix in a background thread while exact scans keep answering, and
 topped up with new rows as they arrive. Its candidates are re-scored exactly
 against the float32 matrix, so the scores returned are always true cosines.
@@ -105,17 +105,18 @@ class VectorCache:
         return [(i, score) for i, score, _ in self.search_rows(conn, table, group_id, query, k)]
 
     def search_rows(self, conn: sqlite3.Connection, table: str, group_id: str, query: np.ndarray,
-                    k: int) -> list[tuple[str, float, int]]:
-        """As `search`, with each row's SQLite rowid: (id, cosine, rowid)."""
+                    k: int, *, refresh: bool = True) -> list[tuple[str, float, int]]:
+        """As `search`, with each row's SQLite rowid: (id, cosine, rowid). `refresh=False` skips looking for
+        new rows: for a caller that knows none can have been committed since its last search."""
         key = (table, group_id)
         with self._key_lock(key):
-            mat, held = self._current(conn, table, group_id)
+            mat, held = self._current(conn, table, group_id, refresh=refresh)
             if mat.size == 0 or k <= 0:
                 return []
             q = query.astype(np.float32, copy=False)
             self._maintain_index(key, mat)
             if mat.ann is not None and k * RESCORE_FACTOR < mat.size:
-                positions = mat.ann.candidates(q, k * RESCORE_FACTOR)
+                positions = mat.ann.candidates(q, k)  # no filter follows here: k candidates, re-scored exactly
                 sims = mat.rows[positions] @ q
                 order = np.argsort(-sims)[:k]
                 top, scores = positions[order], sims[order]
@@ -131,7 +132,8 @@ class VectorCache:
             self._evict()
         return result
 
-    def _current(self, conn: sqlite3.Connection, table: str, group_id: str) -> tuple[_Matrix, int]:
+    def _current(self, conn: sqlite3.Connection, table: str, group_id: str, *,
+                 refresh: bool = True) -> tuple[_Matrix, int]:
         """Under the key lock: the group's matrix with every committed row, and its size in bytes before."""
         if table not in _TABLES:
             raise ValueError(f"no vectors for table {table!r}")
@@ -142,7 +144,8 @@ class VectorCache:
                 mat = self._mats[key] = _Matrix(self.dim)
             self._mats.move_to_end(key)
         held = mat.nbytes
-        self._refresh(conn, table, group_id, mat)
+        if refresh or mat.rows is None:
+            self._refresh(conn, table, group_id, mat)
         return mat, held
 
     def load(self, conn: sqlite3.Connection, table: str, group_id: str) -> int:

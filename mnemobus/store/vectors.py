@@ -17,7 +17,7 @@ import threadpoolctl
 log = logging.getLogger(__name__)
 
 ANN_MIN_ROWS = 5_000  # below this an exact scan takes under half a millisecond; at 10k rows it took 1.5-2 ms
-RESCORE_FACTOR = 4  # approximate candidates fetched per wanted result, then re-scored exactly
+RESCORE_FACTOR = 4  # candidates per wanted result where a filter drops some after the search (the Neo4j mirror)
 
 
 def grown(array: np.ndarray | None, size: int, need: int, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
@@ -55,6 +55,10 @@ def single_threaded_blas() -> None:
 class IvfIndex:
     """An IVF index over one matrix's rows; labels are row positions in that matrix.
 
+    Lists hold half-precision vectors: its ranking agrees with float32's on 99.98% of the top 60 (8-bit codes:
+    99.6%), so a search asks for just the k it wants and re-scores those exactly, where 8-bit codes needed 4k
+    candidates re-scored: 72 us instead of 143 at 10k x 384, for twice the codes' memory (768 bytes a row).
+
     Not thread-safe by itself: the VectorCache calls it under the matrix's lock.
     """
 
@@ -67,7 +71,7 @@ class IvfIndex:
         self.built_for = n
         quantizer = faiss.IndexFlatIP(dim)
         self._index = faiss.IndexIVFScalarQuantizer(
-            quantizer, dim, self.nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            quantizer, dim, self.nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
         )
         sample = rows if n <= self.nlist * 64 else rows[np.random.default_rng(n).choice(n, self.nlist * 64, replace=False)]
         self._index.train(np.ascontiguousarray(sample, dtype=np.float32))
@@ -75,7 +79,7 @@ class IvfIndex:
         self._index.nprobe = max(8, self.nlist // 32)
         self._quantizer = quantizer  # faiss keeps only a raw pointer to it
         self.size = n
-        self._row_bytes = dim + 8  # read per search for the cache budget; faiss's own `d` is a slow SWIG lookup
+        self._row_bytes = 2 * dim + 8  # read per search for the cache budget; faiss's own `d` is a slow SWIG lookup
 
     def add(self, rows: np.ndarray) -> None:
         if len(rows):
