@@ -30,10 +30,12 @@ from mnemobus.config import Settings
 from mnemobus.envelope import EpisodeMessage
 from mnemobus.errors import InvalidMessage, StoreUnavailable
 from mnemobus.groups import InvalidGroupId, validate_group_id
+from mnemobus.logthrottle import ThrottledLog
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.store.model import Episode
 
 log = logging.getLogger("mnemobus.worker")
+retry_log = ThrottledLog(log)  # a store outage retries every pending episode: one line per reason and interval
 
 
 def to_episode(msg: EpisodeMessage, subject: str) -> Episode:
@@ -191,8 +193,8 @@ class EpisodeWorker:
             return
         delay = backoff_delay(attempts, self.cfg.backoff_s)
         self.metrics.worker_retries.labels(reason=reason).inc()
-        log.warning("episode on %s not stored (attempt %d/%d): %s; retrying in %.2fs",
-                    msg.subject, attempts, self.cfg.max_deliver, detail[:300], delay)
+        retry_log.warning(reason, "episode on %s not stored (attempt %d/%d): %s; retrying in %.2fs",
+                          msg.subject, attempts, self.cfg.max_deliver, detail[:300], delay)
         await msg.nak(delay=delay)
 
     async def _dead_letter(self, msg: Msg, reason: str, detail: str, attempts: int) -> None:

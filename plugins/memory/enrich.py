@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 
 import anyio
 
 from mnemobus.engine.render import render_context
 from mnemobus.groups import GroupId
 from mnemobus.envelope import MemoryContext
+from mnemobus.logthrottle import ThrottledLog
 from mnemobus.plugin import PluginContext
 from mnemobus.store.model import RecallQuery, RecallResult
 from plugins.memory.breaker import RecallBreaker
@@ -24,9 +26,21 @@ from plugins.memory.looplag import LoopLag
 log = logging.getLogger("mnemobus.plugin.memory")
 
 
+@dataclass
+class RecallGuards:
+    """What a plugin process keeps between requests and recall, one of each per plugin."""
+
+    breaker: RecallBreaker
+    slots: anyio.CapacityLimiter
+    loop_lag: LoopLag
+    budget: RecallBudget
+    # shedding and failures can happen for every request: each is counted, and said once per interval
+    log: ThrottledLog = field(default_factory=lambda: ThrottledLog(log))
+
+
 async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupId, ...],
-                             breaker: RecallBreaker, slots: anyio.CapacityLimiter, loop_lag: LoopLag,
-                             budget: RecallBudget) -> MemoryContext:
+                             guards: RecallGuards) -> MemoryContext:
+    breaker, slots, loop_lag, budget = guards.breaker, guards.slots, guards.loop_lag, guards.budget
     engine = ctx.engine
     cfg = ctx.settings.memory
     if engine is None:
@@ -68,18 +82,19 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     latency_ms = elapsed * 1000
     if not got_slot:  # saturated, not broken: the breaker is left alone
         ctx.metrics.fail_open.labels(reason="overloaded").inc()
-        log.warning("no recall slot free within %.0f ms (%d in flight); forwarding unenriched",
-                    cfg.recall_deadline_ms, cfg.max_concurrent_recalls)
+        guards.log.warning("overloaded", "no recall slot free within %.0f ms (%d in flight); forwarding unenriched",
+                           cfg.recall_deadline_ms, cfg.max_concurrent_recalls)
         return MemoryContext(groups=list(groups), status="overloaded", latency_ms=latency_ms)
     ctx.metrics.recall_seconds.observe(elapsed)
     breaker.record(ok=not scope.cancelled_caught and not failures)
     if scope.cancelled_caught:
         ctx.metrics.fail_open.labels(reason="timeout").inc()
-        log.warning("recall for %s exceeded its %.0f ms deadline; forwarding unenriched", list(groups), cfg.recall_deadline_ms)
+        guards.log.warning("timeout", "recall for %s exceeded its %.0f ms deadline; forwarding unenriched",
+                           list(groups), cfg.recall_deadline_ms)
         return MemoryContext(groups=list(groups), status="timeout", latency_ms=latency_ms)
     if failures:
         ctx.metrics.fail_open.labels(reason="error").inc()
-        log.warning("recall failed, forwarding unenriched: %s", "; ".join(failures)[:500])
+        guards.log.warning("error", "recall failed, forwarding unenriched: %s", "; ".join(failures)[:500])
         return MemoryContext(groups=list(groups), status="error", latency_ms=latency_ms)
     merged = result if result is not None else RecallResult(groups=groups)
     block = render_context(merged, cfg.context_budget_chars)

@@ -22,7 +22,7 @@ from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, Sk
 from mnemobus.groups import GroupId
 from mnemobus.identity import Resolution
 from mnemobus.plugin import PluginContext
-from plugins.memory.enrich import recall_for_request
+from plugins.memory.enrich import RecallGuards, recall_for_request
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.formation import FormationGate
 from plugins.memory.budget import RecallBudget
@@ -48,15 +48,14 @@ class MemoryPlugin:
         self.ctx = ctx
         m = ctx.settings.memory
         self.gate = FormationGate(m.form_every_n_messages, m.form_every_n_tokens, m.form_cold_after_s)
-        self.breaker = RecallBreaker(m.breaker_failures, m.breaker_cooldown_s)
-        self.recall_slots = anyio.CapacityLimiter(m.max_concurrent_recalls)
-        self.loop_lag = LoopLag(m.shed_loop_lag_ms)
-        self.recall_budget = RecallBudget(m.recall_time_share)
+        self.guards = RecallGuards(RecallBreaker(m.breaker_failures, m.breaker_cooldown_s),
+                                   anyio.CapacityLimiter(m.max_concurrent_recalls), LoopLag(m.shed_loop_lag_ms),
+                                   RecallBudget(m.recall_time_share))
         self.outbox = EpisodeOutbox(m.outbox_path)
         self._scopes: list[anyio.CancelScope] = []
         ctx.spawn(self._background, self._outbox_loop)
-        if self.loop_lag.enabled:
-            ctx.spawn(self._background, self.loop_lag.watch)
+        if self.guards.loop_lag.enabled:
+            ctx.spawn(self._background, self.guards.loop_lag.watch)
         if self.gate.buffering:
             ctx.spawn(self._background, self._sweep_loop)
         ctx.spawn(self._background, self._warm)
@@ -147,8 +146,7 @@ class MemoryPlugin:
         if not who.memory_on:
             status = "disabled" if who.reason == "memory_disabled" else "skipped"
             return MemoryContext(status=status)
-        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.breaker, self.recall_slots,
-                                        self.loop_lag, self.recall_budget)
+        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.guards)
 
     async def _execute(self, ctx: PluginContext, enriched: EnrichedRequest, agent_id: str) -> SkillResponse:
         base = dict(correlation_id=enriched.trace_id, request_id=enriched.id, agent_id=agent_id, memory=enriched.memory)

@@ -297,3 +297,16 @@ async def test_a_started_plugin_loads_the_recently_written_groups_before_their_f
         held = {g for g in ("user_old", "user_new") if rt.engine.store.graphs.cache.get(g) is not None}
         assert held == {"user_new"}  # the most recently written, and only as many as asked
         assert rt.metrics.index_warms.labels(outcome="ok")._value.get() == 1
+
+
+async def test_a_burst_of_failing_recalls_is_counted_for_each_request_and_logged_once(pipeline, monkeypatch, caplog):
+    async def broken_recall(query):
+        raise RuntimeError("index corrupted")
+
+    monkeypatch.setattr(pipeline.engine, "recall", broken_recall)
+    failures = pipeline.settings.memory.breaker_failures  # the breaker opens after these, and recall stops being tried
+    for i in range(failures):
+        assert (await ask(pipeline, request(f"hello {i}")))["memory"]["status"] == "error"
+    assert pipeline.metrics.fail_open.labels(reason="error")._value.get() == failures
+    logged = [r.getMessage() for r in caplog.records if "recall failed" in r.getMessage()]
+    assert logged == ["recall failed, forwarding unenriched: RuntimeError: index corrupted"]
