@@ -35,7 +35,6 @@ from mnemobus.metrics import PipelineMetrics
 from mnemobus.store.model import Episode
 
 log = logging.getLogger("mnemobus.worker")
-retry_log = ThrottledLog(log)  # a store outage retries every pending episode: one line per reason and interval
 
 
 def to_episode(msg: EpisodeMessage, subject: str) -> Episode:
@@ -73,6 +72,7 @@ class EpisodeWorker:
         self.processed = 0
         self.last_processed_at: datetime | None = None
         self.restarts = 0
+        self.retry_log = ThrottledLog(log)  # a store outage retries every pending episode: a line per reason and 10 s
 
     def consumer_config(self) -> ConsumerConfig:
         return ConsumerConfig(
@@ -193,8 +193,8 @@ class EpisodeWorker:
             return
         delay = backoff_delay(attempts, self.cfg.backoff_s)
         self.metrics.worker_retries.labels(reason=reason).inc()
-        retry_log.warning(reason, "episode on %s not stored (attempt %d/%d): %s; retrying in %.2fs",
-                          msg.subject, attempts, self.cfg.max_deliver, detail[:300], delay)
+        self.retry_log.warning(reason, "episode on %s not stored (attempt %d/%d): %s; retrying in %.2fs",
+                               msg.subject, attempts, self.cfg.max_deliver, detail[:300], delay)
         await msg.nak(delay=delay)
 
     async def _dead_letter(self, msg: Msg, reason: str, detail: str, attempts: int) -> None:
