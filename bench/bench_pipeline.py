@@ -18,6 +18,10 @@ Run: `make bench-pipeline`; QUICK=1 for a small run.
   a skill memory skips (`alert`) gives the plugins' ceiling with no recall:
   what the bus, the envelopes and the relay cost on their own.
   Soak: 80% of that capacity for 10 minutes, sampling every plugin's RSS.
+- CPU cost: at 100 requests/s (served in full), the CPU milliseconds a request
+  costs the plugin processes (their stub executor included), nats-server and
+  this client, with recall and with memory skipped; cores divided by the total
+  is the rate the machine could serve with recall on, however well it queued.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import peak_rss_mb, percentile, print_table, quick, write_results  # noqa: E402
+from common import cpu_seconds, peak_rss_mb, percentile, print_table, quick, write_results  # noqa: E402
 
 from mnemobus.procmem import memory_mb  # noqa: E402
 
@@ -59,6 +63,8 @@ LADDER = (50, 100, 150, 200, 300, 400, 500)  # requests/s tried for the capacity
 RELAY_LADDER = (100, 200, 300, 400, 500, 700, 1000)  # ...and for the plugin's ceiling with memory skipped
 RELAY_SKILL = "alert"  # in memory.exclude_skills by default: through the plugin, no recall and no episode
 STEP_S = 3 if QUICK else 8
+CPU_RATE = 50 if QUICK else 100  # requests/s for the CPU cost step: well below capacity, so nothing is shed
+CPU_STEP_S = 5 if QUICK else 15
 COPIES = int(os.environ.get("PLUGIN_COPIES", os.cpu_count() or 1))  # plugin processes sharing the queue group
 PEOPLE = [f"Person{i}" for i in range(400)]
 PROJECTS = [f"Project{i}" for i in range(300)]
@@ -182,6 +188,27 @@ async def capacity_of(bus: Bus, ladder: tuple[int, ...], skill: str) -> tuple[in
     return capacity, p99
 
 
+async def cpu_cost(bus: Bus, skill: str, pids: dict[str, list[int]]) -> dict[str, float]:
+    """CPU milliseconds a request costs each process role at a rate every request is served at.
+
+    The throughput ceiling on a fixed number of cores is cores / (CPU per request, all roles): this is the
+    figure that says how far a rate target is from the machine, whatever the queueing does.
+    """
+    before = {role: sum(cpu_seconds(p) for p in ps) for role, ps in pids.items()}
+    before["bench_client"] = cpu_seconds()
+    step = await open_loop(bus, CPU_RATE, CPU_STEP_S, skill=skill)
+    served = max(1, step["sent"] - step["errors"] - step["unenriched"])
+    used = {role: sum(cpu_seconds(p) for p in ps) - before[role] for role, ps in pids.items()}
+    used["bench_client"] = cpu_seconds() - before["bench_client"]
+    out = {f"cpu_ms_per_request_{role}_{'relay_only' if skill == RELAY_SKILL else 'enriched'}": round(1000 * s / served, 3)
+           for role, s in used.items()}
+    out[f"cpu_ms_per_request_all_{'relay_only' if skill == RELAY_SKILL else 'enriched'}"] = round(
+        1000 * sum(used.values()) / served, 3)
+    if step["unenriched"] or step["errors"]:
+        print(f"  cpu step {skill} at {CPU_RATE}/s was not all served: {step}", file=sys.stderr)
+    return out
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mnemobus-bench-") as tmp:
         tmpd = Path(tmp)
@@ -220,6 +247,12 @@ async def main() -> None:
             })
             figures["added_p50_ms"] = round(figures["enriched_p50_ms"] - figures["bare_relay_p50_ms"], 3)
             figures["added_p99_ms"] = round(figures["enriched_p99_ms"] - figures["bare_relay_p99_ms"], 3)
+            roles = {"plugin": [p.pid for p in procs], "nats_server": [server.pid or 0]}
+            for skill in ("chat", RELAY_SKILL):
+                figures.update(await cpu_cost(bus, skill, roles))
+            figures["memory_cpu_ms_per_request"] = round(
+                figures["cpu_ms_per_request_plugin_enriched"] - figures["cpu_ms_per_request_plugin_relay_only"], 3)
+            figures["cpu_bound_enriched_rps"] = round((os.cpu_count() or 1) * 1000 / figures["cpu_ms_per_request_all_enriched"])
             capacity, figures["capacity_p99_ms"] = await capacity_of(bus, LADDER, "chat")
             figures["capacity_enriched_rps"] = capacity
             relay, figures["capacity_relay_only_p99_ms"] = await capacity_of(bus, RELAY_LADDER, RELAY_SKILL)
