@@ -282,11 +282,11 @@ class SqliteStore:
                 # one read transaction: every read of the run sees one snapshot, so each group's version is
                 # checked once per run (`_graph`) rather than before each read (four times a group per recall)
                 conn.execute("BEGIN")
-                self._local.conn, self._local.graphs, self._local.refreshed = conn, {}, set()
+                self._local.conn, self._local.graphs = conn, {}
                 try:
                     return _complete(work(_InlineReads(self)))
                 finally:
-                    self._local.conn = self._local.graphs = self._local.refreshed = None
+                    self._local.conn = self._local.graphs = None
                     if conn.in_transaction:
                         conn.execute("COMMIT")
 
@@ -301,17 +301,6 @@ class SqliteStore:
         if graph is None:
             graph = memo[group_id] = self.graphs.current(c, group_id)
         return graph
-
-    def _needs_refresh(self, table: str, group_id: str) -> bool:
-        """Whether a vector search looks for rows newer than its matrix first: always, except after the first
-        search of the table and group in a run_reads, whose snapshot cannot hold newer ones (~11 us a search)."""
-        memo: set[tuple[str, str]] | None = getattr(self._local, "refreshed", None)
-        if memo is None:
-            return True
-        if (table, group_id) in memo:
-            return False
-        memo.add((table, group_id))
-        return True
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -689,8 +678,7 @@ class SqliteStore:
         if limit <= 0:
             return []
         return await self._read(
-            lambda c: [Hit(i, s) for i, s, _ in self.vectors.search_rows(
-                c, table, group_id, np.asarray(vector), limit, refresh=self._needs_refresh(table, group_id))]
+            lambda c: [Hit(i, s) for i, s, _ in self.vectors.search_rows(c, table, group_id, np.asarray(vector), limit)]
         )
 
     async def search_facts_vector(self, group_id: GroupId, vector: Vector, as_of: datetime, limit: int) -> list[Hit]:
@@ -703,8 +691,7 @@ class SqliteStore:
             wanted = limit * 2
             self._graph(c, group_id)  # before the vectors too: a deletion elsewhere drops them (see __init__)
             while True:
-                hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted,
-                                                refresh=self._needs_refresh("facts", group_id))
+                hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted)
                 if not hits:
                     return []
                 # after the vectors: it holds every row they returned (in run_reads one snapshot serves both reads)

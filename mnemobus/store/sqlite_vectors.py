@@ -105,12 +105,11 @@ class VectorCache:
         return [(i, score) for i, score, _ in self.search_rows(conn, table, group_id, query, k)]
 
     def search_rows(self, conn: sqlite3.Connection, table: str, group_id: str, query: np.ndarray,
-                    k: int, *, refresh: bool = True) -> list[tuple[str, float, int]]:
-        """As `search`, with each row's SQLite rowid: (id, cosine, rowid). `refresh=False` skips looking for
-        new rows: for a caller that knows none can have been committed since its last search."""
+                    k: int) -> list[tuple[str, float, int]]:
+        """As `search`, with each row's SQLite rowid: (id, cosine, rowid)."""
         key = (table, group_id)
         with self._key_lock(key):
-            mat, held = self._current(conn, table, group_id, refresh=refresh)
+            mat, held = self._current(conn, table, group_id)
             if mat.size == 0 or k <= 0:
                 return []
             q = query.astype(np.float32, copy=False)
@@ -132,8 +131,7 @@ class VectorCache:
             self._evict()
         return result
 
-    def _current(self, conn: sqlite3.Connection, table: str, group_id: str, *,
-                 refresh: bool = True) -> tuple[_Matrix, int]:
+    def _current(self, conn: sqlite3.Connection, table: str, group_id: str) -> tuple[_Matrix, int]:
         """Under the key lock: the group's matrix with every committed row, and its size in bytes before."""
         if table not in _TABLES:
             raise ValueError(f"no vectors for table {table!r}")
@@ -144,8 +142,7 @@ class VectorCache:
                 mat = self._mats[key] = _Matrix(self.dim)
             self._mats.move_to_end(key)
         held = mat.nbytes
-        if refresh or mat.rows is None:
-            self._refresh(conn, table, group_id, mat)
+        self._refresh(conn, table, group_id, mat)
         return mat, held
 
     def load(self, conn: sqlite3.Connection, table: str, group_id: str) -> int:
