@@ -17,6 +17,7 @@ NEO4J_PYTHON   ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 TEST_PREREQS += neo4j-jars
 
 .PHONY: neo4j-jars neo4j-run neo4j-check neo4j-clean bench-neo4j
+BENCHES += bench-neo4j
 
 neo4j-jars: $(NEO4J_STAMP)
 
