@@ -17,7 +17,9 @@ Run: `make bench-pipeline`; QUICK=1 for a small run.
   p99 <= 250 ms) with at least 99% of replies enriched. The same ladder with
   a skill memory skips (`alert`) gives the plugins' ceiling with no recall:
   what the bus, the envelopes and the relay cost on their own.
-  Soak: 80% of that capacity for 10 minutes, sampling every plugin's RSS.
+  Soak: 80% of that capacity for 10 minutes, sampling every plugin's RSS;
+  a leak shows as the slope fitted to the samples after the first fifth
+  (MB a minute), which one noisy sample cannot fake as end-minus-warm can.
 - CPU cost: at 100 requests/s (served in full), the CPU milliseconds a request
   costs the plugin processes (their stub executor included), nats-server and
   this client, with recall and with memory skipped; cores divided by the total
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 
 import anyio
+import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -134,6 +137,7 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
     errors = 0
     degraded = 0  # answered, but without memory (recall timed out, failed, or the breaker was open)
     rss: list[float] = []
+    rss_at: list[float] = []  # minutes since the start, one per sample
     interval = 1 / rate
     started = time.perf_counter()
 
@@ -161,15 +165,20 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
             i += 1
             if pids and now >= next_sample:
                 rss.append(sum(_rss_mb(pid) for pid in pids))  # every plugin copy together
+                rss_at.append((now - started) / 60)
                 next_sample = now + max(1.0, seconds / 60)
     elapsed = time.perf_counter() - started
     res = {"sent": i, "achieved_rps": round(len(lat) / elapsed, 1), "p50_ms": round(percentile(lat, 50) * 1000, 3),
            "p99_ms": round(percentile(lat, 99) * 1000, 3), "errors": errors,
            "unenriched": degraded}
     if rss:
-        warm = rss[len(rss) // 5]  # after the first fifth: caches filled, so growth from here on is a leak
+        cut = len(rss) // 5  # after the first fifth: caches filled, so growth from here on is a leak
+        warm = rss[cut]
         res.update(rss_start_mb=round(rss[0], 1), rss_warm_mb=round(warm, 1), rss_end_mb=round(rss[-1], 1),
                    rss_peak_mb=round(max(rss), 1), rss_growth_after_warm_mb=round(rss[-1] - warm, 1))
+        if len(rss) - cut >= 3:  # end minus warm is two samples' noise; a leak is a steady slope over all of them
+            slope = np.polyfit(rss_at[cut:], rss[cut:], 1)[0]
+            res["rss_slope_after_warm_mb_per_min"] = round(float(slope), 2)
     return res
 
 
