@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from mnemobus.limits import MAX_CONTENT_CHARS, StoredText
+
 ENVELOPE_VERSION = 1
 
 
@@ -51,7 +53,7 @@ class Meta(WireModel):
 
 class Payload(WireModel):
     skill: str | None = None
-    content: str = Field(max_length=200_000)
+    content: str = Field(max_length=MAX_CONTENT_CHARS)
     meta: Meta
 
 
@@ -123,8 +125,8 @@ class EpisodeMessage(WireModel):
     episode_id: str = Field(min_length=1, max_length=128)
     group_id: str
     role: Literal["user", "assistant", "system", "exchange"] = "exchange"
-    content: str = Field(min_length=1, max_length=200_000)
-    response: str | None = Field(default=None, max_length=200_000)
+    content: StoredText
+    response: str | None = Field(default=None, max_length=MAX_CONTENT_CHARS)
     source_message_id: str = Field(min_length=1, max_length=256)
     correlation_id: str | None = None
     agent_id: str | None = None

@@ -14,7 +14,7 @@ from typing import NewType
 
 GroupId = NewType("GroupId", str)
 
-GROUP_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+GROUP_ID_RE = re.compile(r"[A-Za-z0-9_-]+")  # always used with fullmatch: "$" would let a trailing newline through
 MAX_GROUP_ID_LEN = 128
 _SEGMENT_MAX = 48
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
@@ -50,7 +50,7 @@ def validate_group_id(value: object) -> GroupId:
         raise InvalidGroupId("group id is empty")
     if len(value) > MAX_GROUP_ID_LEN:
         raise InvalidGroupId(f"group id is {len(value)} characters long; the limit is {MAX_GROUP_ID_LEN}")
-    if not GROUP_ID_RE.match(value):
+    if not GROUP_ID_RE.fullmatch(value):
         bad = sorted({c for c in value if not re.match(r"[A-Za-z0-9_-]", c)})
         raise InvalidGroupId(
             f"group id {value!r} contains {''.join(bad)!r}; only letters, digits, '_' and '-' are allowed"

@@ -38,6 +38,9 @@ class PipelineMetrics:
             ["kind"], registry=r)
         self.episodes_emitted = Counter(
             "mnemobus_episodes_emitted_total", "Episodes published to the episode stream", registry=r)
+        self.episodes_not_formed = Counter(
+            "mnemobus_episodes_not_formed_total", "Exchanges answered but kept out of memory, by reason "
+            "(blank_content)", ["reason"], registry=r)
         self.episode_emit_errors = Counter(
             "mnemobus_episode_emit_errors_total", "Episodes the stream refused (parked in the outbox)", registry=r)
         self.outbox_depth = Gauge(
@@ -61,5 +64,8 @@ class PipelineMetrics:
             ["outcome"], registry=r)
         self.warmed_groups = Gauge(
             "mnemobus_recall_warmed_groups", "Groups whose recall indexes the last start-up load brought in", registry=r)
+        self.http_errors = Counter(
+            "mnemobus_http_errors_total", "HTTP requests that ended in an unexpected error (a 500), by exception kind",
+            ["kind"], registry=r)
         self.identity_reloads = Counter(
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)

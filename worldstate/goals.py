@@ -27,9 +27,9 @@ Operator = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 #: the one severity vocabulary, most urgent first; YAML, metric labels, alerts and transitions all use it
 SEVERITIES: tuple[str, ...] = ("critical", "high", "medium", "low")
 
-_GOAL_ID = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
-_SELECTOR = re.compile(r"^domains\.[A-Za-z0-9_-]+\.data(\.[A-Za-z0-9_-]+)+$")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_GOAL_ID = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")  # fullmatch: "$" lets a trailing newline through
+_SELECTOR = re.compile(r"domains\.[A-Za-z0-9_-]+\.data(\.[A-Za-z0-9_-]+)+")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -39,7 +39,7 @@ def parse_duration(value: Any) -> float:
         raise ValueError("a duration is a number of seconds or a string like '30s', '2m', '1h'")
     if isinstance(value, (int, float)):
         seconds = float(value)
-    elif isinstance(value, str) and (m := _DURATION.match(value.strip())):
+    elif isinstance(value, str) and (m := _DURATION.fullmatch(value.strip())):
         seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
     else:
         raise ValueError(f"{value!r} is not a duration (use seconds or '30s', '2m', '1h')")
@@ -74,14 +74,14 @@ class Goal(BaseModel):
     @field_validator("id")
     @classmethod
     def _id(cls, v: str) -> str:
-        if not _GOAL_ID.match(v):
+        if not _GOAL_ID.fullmatch(v):
             raise ValueError("must be lowercase dot-separated words of [a-z0-9_-] (it becomes a NATS subject)")
         return v
 
     @field_validator("selector")
     @classmethod
     def _selector(cls, v: str) -> str:
-        if not _SELECTOR.match(v):
+        if not _SELECTOR.fullmatch(v):
             raise ValueError("must look like domains.<domain>.data.<key>[.<key>...]")
         return v
 

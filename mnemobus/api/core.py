@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mnemobus import subjects
-from mnemobus.engine.recall import MAX_GROUPS, MAX_QUERY_CHARS, checked_groups
+from mnemobus.engine.recall import MAX_GROUPS, checked_groups
+from mnemobus.limits import query_tail
 from mnemobus.envelope import EpisodeMessage
 from mnemobus.errors import InvalidMessage, MnemobusError
 from mnemobus.groups import GroupId
@@ -49,7 +50,7 @@ def _one_group(group_id: str) -> GroupId:
 def message_query(messages: Sequence[Message]) -> str:
     """Graphiti's get-memory query: the messages joined; we keep the newest end when it is too long."""
     text = "\n".join(f"{m.role or m.role_type}: {m.content}" for m in messages)
-    return text[-MAX_QUERY_CHARS:]
+    return query_tail(text)
 
 
 def total(counts: Sequence[DeleteCounts]) -> DeleteCounts:

@@ -14,10 +14,13 @@ import secrets
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, status
-from fastapi.responses import JSONResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 
 from mnemobus import __version__
 from mnemobus.api.core import MemoryService, NotFound, message_query
+from mnemobus.api.guards import ErrorGuard, json_bytes
 from mnemobus.api.models import (
     AcceptedResult,
     AddMessagesRequest,
@@ -31,6 +34,7 @@ from mnemobus.api.models import (
     SearchResults,
 )
 from mnemobus.errors import InvalidMessage, StoreUnavailable
+from mnemobus.limits import MAX_HTTP_BODY_BYTES
 
 
 def key_matches(expected: str, authorization: str | None, x_api_key: str | None) -> bool:
@@ -54,12 +58,22 @@ def create_app(service: MemoryService) -> FastAPI:
     # No Swagger/ReDoc pages: they load their scripts from a CDN, which a memory service on a
     # closed network cannot reach; /openapi.json is the contract and works offline.
     app = FastAPI(title="mnemobus memory API", version=__version__, docs_url=None, redoc_url=None,
-                  description="Graphiti-compatible REST API over the mnemobus memory service.")
+                  description="Graphiti-compatible REST API over the mnemobus memory service.",
+                  max_body_size=MAX_HTTP_BODY_BYTES)
+    http_errors = service.rt.metrics.http_errors
+    app.add_middleware(ErrorGuard, on_error=lambda kind: http_errors.labels(kind=kind).inc())
     guarded = [Depends(require_key)]
 
+    @app.exception_handler(RequestValidationError)
+    async def _unprocessable(_: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's own handler fails with a 500 when the offending input holds a lone surrogate
+        return Response(json_bytes({"detail": jsonable_encoder(exc.errors())}), status_code=422,
+                        media_type="application/json")
+
     @app.exception_handler(InvalidMessage)
-    async def _invalid(_: Request, exc: InvalidMessage) -> JSONResponse:
-        return JSONResponse({"detail": f"{exc.reason}: {exc.detail}"}, status_code=422)
+    async def _invalid(_: Request, exc: InvalidMessage) -> Response:
+        return Response(json_bytes({"detail": f"{exc.reason}: {exc.detail}"}), status_code=422,
+                        media_type="application/json")
 
     @app.exception_handler(NotFound)
     async def _missing(_: Request, exc: NotFound) -> JSONResponse:

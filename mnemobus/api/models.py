@@ -11,13 +11,14 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mnemobus.envelope import utcnow
+from mnemobus.limits import MAX_QUERY_CHARS, StoredText, lone_surrogate
 from mnemobus.store.model import Entity, Episode, Fact
 
 #: what a client-given message uuid may look like: it becomes part of an idempotency key
-CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # used with fullmatch
 
 
 class Body(BaseModel):
@@ -25,9 +26,16 @@ class Body(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_strings(cls, data: Any) -> Any:
+        if (where := lone_surrogate(data)) is not None:
+            raise ValueError(where)
+        return data
+
 
 class Message(Body):
-    content: str = Field(min_length=1, max_length=200_000)
+    content: StoredText
     uuid: str | None = Field(default=None, description="idempotency key: the same uuid in the same group is stored once")
     name: str = ""
     role_type: Literal["user", "assistant", "system"]
@@ -38,7 +46,7 @@ class Message(Body):
     @field_validator("uuid")
     @classmethod
     def _uuid(cls, v: str | None) -> str | None:
-        if v is not None and not CLIENT_ID_RE.match(v):
+        if v is not None and not CLIENT_ID_RE.fullmatch(v):
             raise ValueError("uuid must be 1-128 characters of letters, digits, '_', '-', '.' or ':'")
         return v
 
@@ -50,7 +58,7 @@ class AddMessagesRequest(Body):
 
 class SearchQuery(Body):
     group_ids: list[str] | None = None
-    query: str = Field(max_length=4000)
+    query: str = Field(max_length=MAX_QUERY_CHARS)
     max_facts: int = Field(default=10, ge=1, le=100)
     as_of: datetime | None = Field(default=None, description="mnemobus addition: facts valid at this time (default now)")
 
@@ -174,7 +182,7 @@ class DeleteGroupRequest(Body):
 
 class EntitySearchRequest(Body):
     group_id: str
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     limit: int = Field(default=10, ge=1, le=100)
 
 

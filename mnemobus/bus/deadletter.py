@@ -38,7 +38,7 @@ class DeadLetterPublisher:
         attempts: int = 1,
         extra: dict[str, Any] | None = None,
     ) -> None:
-        group = group_id if group_id and GROUP_ID_RE.match(group_id) else subjects.UNROUTED_GROUP
+        group = group_id if group_id and GROUP_ID_RE.fullmatch(group_id) else subjects.UNROUTED_GROUP
         cap = max(1024, min(self.bus.max_payload, self.bus.settings.max_message_bytes * 4) - _ENVELOPE_ROOM) // 4
         truncated = len(data) > cap
         letter = DeadLetter(

@@ -23,6 +23,7 @@ from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.router import Route
 from mnemobus.envelope import ErrorReply
 from mnemobus.errors import InvalidMessage
+from mnemobus.limits import lone_surrogate
 from mnemobus.metrics import PipelineMetrics
 
 log = logging.getLogger("mnemobus.endpoint")
@@ -47,14 +48,22 @@ def parse_message(model: type[BaseModel], data: bytes, max_bytes: int) -> BaseMo
         raise InvalidMessage("malformed_json", f"message is not UTF-8: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise InvalidMessage("malformed_json", f"message is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError as exc:
+        raise InvalidMessage("malformed_json", "message nests JSON arrays or objects too deeply to parse") from exc
+    except ValueError as exc:  # e.g. an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise InvalidMessage("malformed_json", f"message holds a value that cannot be parsed: {exc}") from exc
     if not isinstance(raw, dict):
         raise InvalidMessage("schema_error", f"message must be a JSON object, got {type(raw).__name__}")
+    if (where := lone_surrogate(raw)) is not None:
+        raise InvalidMessage("invalid_unicode", where)
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
         kinds = {e["type"] for e in exc.errors()}
         reason = "missing_field" if kinds == {"missing"} else "schema_error"
         raise InvalidMessage(reason, describe_validation_error(exc)) from exc
+    except RecursionError as exc:
+        raise InvalidMessage("schema_error", "message nests values too deeply to validate") from exc
 
 
 @dataclass

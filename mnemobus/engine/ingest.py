@@ -21,10 +21,10 @@ from mnemobus.engine.extract import EXCLUSIVE_RELATIONS, SPEAKER, ExtractedFact,
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
+from mnemobus.limits import MAX_CONTENT_CHARS
 from mnemobus.store.contract import BatchTransactions, GraphStore, WriteTxn
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome
 
-MAX_CONTENT_CHARS = 64_000
 MAX_ID_CHARS = 512
 MERGE_SIMILARITY = 0.85
 AMBIGUOUS_SIMILARITY = 0.70

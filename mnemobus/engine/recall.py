@@ -26,10 +26,10 @@ from mnemobus.engine.scoring import decayed_confidence, fact_weight, rrf
 from mnemobus.engine.text import query_terms
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
+from mnemobus.limits import MAX_QUERY_CHARS
 from mnemobus.store.contract import BatchReads, GraphStore, Hit, Standing, StandingReads
 from mnemobus.store.model import Fact, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 
-MAX_QUERY_CHARS = 4000
 MAX_GROUPS = 64
 
 

@@ -15,7 +15,9 @@ import anyio
 
 from mnemobus.engine.render import render_context
 from mnemobus.groups import GroupId
+from mnemobus.limits import query_tail
 from mnemobus.envelope import MemoryContext
+from mnemobus.errors import InvalidMessage
 from mnemobus.logthrottle import ThrottledLog
 from mnemobus.plugin import PluginContext
 from mnemobus.store.model import RecallQuery, RecallResult
@@ -60,6 +62,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
         return MemoryContext(groups=list(groups), status="overloaded")
     result: RecallResult | None = None
     failures: list[str] = []
+    refused: str | None = None
     started = time.perf_counter()
     got_slot = False
     # one engine call for every group: the query is embedded once, the groups are searched one after another.
@@ -73,7 +76,9 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
             ran = time.perf_counter()
             try:
                 result = await engine.recall(
-                    RecallQuery(text=text, group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
+                    RecallQuery(text=query_tail(text), group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
+            except InvalidMessage as exc:  # the request's fault, not the store's: the breaker is left alone
+                refused = f"{exc.reason}: {exc.detail}"
             except Exception as exc:  # fail open: the agent still gets its request
                 failures.append(f"{type(exc).__name__}: {exc}")
             finally:
@@ -86,6 +91,10 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
                            cfg.recall_deadline_ms, cfg.max_concurrent_recalls)
         return MemoryContext(groups=list(groups), status="overloaded", latency_ms=latency_ms)
     ctx.metrics.recall_seconds.observe(elapsed)
+    if refused is not None:
+        ctx.metrics.fail_open.labels(reason="invalid_query").inc()
+        guards.log.warning("invalid_query", "recall refused the request's query, forwarding unenriched: %s", refused)
+        return MemoryContext(groups=list(groups), status="skipped", latency_ms=latency_ms)
     breaker.record(ok=not scope.cancelled_caught and not failures)
     if scope.cancelled_caught:
         ctx.metrics.fail_open.labels(reason="timeout").inc()

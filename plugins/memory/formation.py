@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from mnemobus.envelope import EpisodeMessage
+from mnemobus.limits import clip
 from mnemobus.store.model import episode_id_for
 
 
@@ -69,6 +70,6 @@ def merge(turns: list[EpisodeMessage]) -> EpisodeMessage:
     response = "\n".join(t.response for t in turns if t.response) or None
     return first.model_copy(update={
         "episode_id": episode_id_for(first.group_id, first.source_message_id, "window"),
-        "content": content[:200_000],
-        "response": response[:200_000] if response else None,
+        "content": clip(content),
+        "response": clip(response) if response else None,
     })

@@ -21,6 +21,7 @@ from mnemobus.bus.router import Router
 from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest, SkillResponse
 from mnemobus.groups import GroupId
 from mnemobus.identity import Resolution
+from mnemobus.limits import clip
 from mnemobus.plugin import PluginContext
 from plugins.memory.enrich import RecallGuards, recall_for_request
 from plugins.memory.breaker import RecallBreaker
@@ -166,12 +167,16 @@ class MemoryPlugin:
 
     async def _emit_episodes(self, ctx: PluginContext, req: SkillRequest, response: SkillResponse,
                              groups: tuple[GroupId, ...]) -> None:
+        if not req.payload.content.strip():
+            ctx.metrics.episodes_not_formed.labels(reason="blank_content").inc()
+            self._say(f"request {req.id[:8]} had no words to remember; no episode")
+            return
         for group in groups:
             episode = EpisodeMessage(
                 episode_id=episode_id_for(group, req.id, "exchange"),
                 group_id=group,
                 content=req.payload.content,
-                response=response.content,
+                response=clip(response.content) if response.content else None,
                 source_message_id=req.id,
                 correlation_id=req.trace_id,
                 agent_id=req.payload.meta.agent_id,

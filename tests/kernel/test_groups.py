@@ -37,7 +37,7 @@ def test_validate_group_id_names_the_offending_character():
 
 @given(st.text(min_size=0, max_size=200))
 def test_sanitised_segment_is_always_safe(raw):
-    assert GROUP_ID_RE.match(system_group(raw))
+    assert GROUP_ID_RE.fullmatch(system_group(raw))
 
 
 @given(st.text(max_size=80), st.text(max_size=80))

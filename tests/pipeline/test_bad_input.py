@@ -47,7 +47,9 @@ async def test_wrong_type_is_named_in_the_error(pipeline):
 
 
 async def test_payload_over_the_configured_limit_is_refused_and_dead_lettered(pipeline):
-    big = request("x" * (pipeline.settings.nats.max_message_bytes + 10)).to_wire()
+    body = request("small").model_dump(by_alias=True, mode="json")
+    body["payload"]["content"] = "x" * (pipeline.settings.nats.max_message_bytes + 10)
+    big = json.dumps(body).encode()
     reply = await _raw(pipeline, big)
     assert reply["reason"] == "payload_too_large" and str(pipeline.settings.nats.max_message_bytes) in reply["error"]
     letters = await dead_letters(pipeline, subjects.UNROUTED_GROUP)
@@ -99,3 +101,35 @@ async def test_poison_episodes_between_good_ones_leave_the_good_ones_stored(pipe
     assert await wait_for_episodes(pipeline, "user_josh", 5) == 5
     letters = await dead_letters(pipeline, "user_josh", n=5)
     assert len(letters) == 5 and {lt.letter.reason for lt in letters} == {"malformed_json"}
+
+
+async def test_long_messages_are_recalled_on_their_end_and_never_open_the_breaker(pipeline):
+    from mnemobus.limits import MAX_QUERY_CHARS
+
+    await ask(pipeline, request("I moved from Berlin to London last month"))
+    assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
+    pasted = "log line\n" * (MAX_QUERY_CHARS // 5) + "Where do I live now?"
+    breaker_limit = pipeline.settings.memory.breaker_failures
+    replies = [await ask(pipeline, request(pasted)) for _ in range(breaker_limit + 1)]
+    assert [r["memory"]["status"] for r in replies] == ["enriched"] * (breaker_limit + 1)
+    assert "London" in replies[-1]["memory"]["block"]
+    assert sum(s._value.get() for s in pipeline.metrics.fail_open._metrics.values()) == 0
+
+
+async def test_a_blank_request_is_answered_and_counted_but_never_becomes_an_episode(pipeline):
+    reply = await ask(pipeline, request("   \n "))
+    assert reply.get("error") is None
+    assert pipeline.metrics.episodes_not_formed.labels(reason="blank_content")._value.get() == 1
+    assert await pipeline.engine.store.count_episodes("user_josh") == 0
+
+
+async def test_an_agent_answer_over_the_content_limit_is_stored_cut_and_marked(pipeline, monkeypatch):
+    from mnemobus.limits import MAX_CONTENT_CHARS, TRUNCATION_MARK
+    from plugins.memory import plugin as plugin_module
+
+    monkeypatch.setattr(plugin_module, "_read_executor_reply", lambda _data: ("long answer " * 10_000, None))
+    req = request("tell me everything")
+    await ask(pipeline, req)
+    assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
+    [episode] = await pipeline.engine.store.episodes("user_josh", 1)
+    assert len(episode.response) == MAX_CONTENT_CHARS and episode.response.endswith(TRUNCATION_MARK)
