@@ -18,6 +18,13 @@ class InvalidMessage(MnemobusError):
         self.detail = detail
 
 
+def episode_id_taken(episode_id: str, group_id: str, owner: str) -> InvalidMessage:
+    """Episode ids are global (as Graphiti's uuids are): one reused in another group is refused, never
+    taken for a replay of the other group's episode. Ids derived with `episode_id_for` cannot collide."""
+    return InvalidMessage("episode_id_conflict", f"episode id {episode_id!r} for group {group_id!r} is already "
+                          f"stored in group {owner!r}; derive ids from the group (episode_id_for)")
+
+
 class StoreUnavailable(MnemobusError):
     """The store cannot be reached or is locked right now; the same write may succeed later."""
 

@@ -104,7 +104,10 @@ class WriteTxn(Protocol):
     """
 
     async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
-        """Store the episode; False (and nothing written) when its id is already stored."""
+        """Store the episode; False (and nothing written) when its id is already stored in its group.
+
+        An id stored in another group raises InvalidMessage("episode_id_conflict"): a different episode, not
+        a replay, and never silently taken for one."""
 
     async def entity_by_alias(self, group_id: GroupId, alias: str) -> Entity | None:
         """The entity that has this normalised alias (its canonical name is always one) in the group."""

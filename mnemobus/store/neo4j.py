@@ -63,7 +63,7 @@ from neo4j import (READ_ACCESS, WRITE_ACCESS, AsyncDriver, AsyncGraphDatabase, A
                    AsyncResult, AsyncTransaction, NotificationMinimumSeverity, Query, unit_of_work)
 from neo4j import exceptions as nx
 
-from mnemobus.errors import StoreIntegrityError, StoreUnavailable
+from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
 from mnemobus.groups import GroupId
 from mnemobus.migrate import GroupExport
 from mnemobus.store.contract import DeleteCounts, Hit, Step, Vector
@@ -538,8 +538,10 @@ class _Neo4jWriteTxn:
         """
         if episode.id in self._p.episode_ids:
             return False
-        rows = await self._run("MATCH (n:Episode {id: $id}) RETURN count(n) AS c", id=episode.id)
-        if rows[0]["c"]:
+        rows = await self._run("MATCH (n:Episode {id: $id}) RETURN n.group_id AS g", id=episode.id)
+        if rows:
+            if rows[0]["g"] != episode.group_id:
+                raise episode_id_taken(episode.id, episode.group_id, rows[0]["g"])
             return False
         p = _episode_params(episode, screened, embedding)
         self._p.eps.append({k: v for k, v in p.items() if v is not None})

@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from mnemobus.errors import StoreIntegrityError, StoreUnavailable
+from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Step, Vector, WriteTxn
 from mnemobus.store.fact_graph import EPOCH as _EPOCH
@@ -987,6 +987,9 @@ class SqliteTxn:
                  None if screened else _blob(embedding)),
             )
             if cur.rowcount == 0:
+                owner = c.execute("SELECT group_id FROM episodes WHERE id = ?", (e.id,)).fetchone()[0]
+                if owner != e.group_id:
+                    raise episode_id_taken(e.id, e.group_id, owner)
                 return False
             if screened:  # kept for audit, never searchable: it must not reach a prompt as memory
                 return True

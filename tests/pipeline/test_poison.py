@@ -98,3 +98,15 @@ async def test_every_poison_class_between_good_requests_gets_an_error_reply_and_
     assert answered == len(poison)
     letters = await dead_letters(pipeline, subjects.UNROUTED_GROUP, n=len(poison), timeout=10)
     assert sorted(lt.letter.reason for lt in letters) == sorted(r for _, r in poison.values())
+
+
+async def test_an_episode_id_reused_in_another_group_is_dead_lettered_never_acked_as_stored(pipeline):
+    first = _episode(0)
+    reused = {**_episode(0, content="a different episode"), "groupId": "user_other"}
+    await pipeline.bus.js_publish(subjects.episode(GROUP), _json(first))
+    assert await wait_for_episodes(pipeline, GROUP, 1) == 1
+    await pipeline.bus.js_publish(subjects.episode("user_other"), _json(reused))
+    [letter] = await dead_letters(pipeline, "user_other", n=1, timeout=10)
+    assert letter.letter.reason == "episode_id_conflict" and GROUP in letter.letter.error
+    assert await pipeline.engine.store.count_episodes("user_other") == 0
+    assert pipeline.metrics.episodes_stored.labels(created="false")._value.get() == 0

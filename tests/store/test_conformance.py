@@ -8,13 +8,14 @@ the same top results. Backends may differ in speed, never in answers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
 from mnemobus.engine.embed import HashEmbedder
-from mnemobus.errors import StoreIntegrityError
+from mnemobus.errors import InvalidMessage, StoreIntegrityError
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, GraphStore, Warming, neighbourhood
 from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for
@@ -105,6 +106,19 @@ async def test_redelivered_episode_writes_no_second_copy(store: GraphStore, grou
         second = await tx.insert_episode(ep, screened=False, embedding=None)
     assert (first, second) == (True, False)
     assert await store.count_episodes(group) == 1
+
+
+async def test_an_episode_id_stored_in_another_group_is_refused_not_taken_for_a_replay(
+    store: GraphStore, group: GroupId, other_group: GroupId
+) -> None:
+    ep = episode(group, "m1", "hello")
+    await put(store, episodes=[ep])
+    with pytest.raises(InvalidMessage) as refused:
+        async with store.transaction() as tx:
+            await tx.insert_episode(replace(ep, group_id=other_group, content="someone else"), screened=False,
+                                    embedding=None)
+    assert refused.value.reason == "episode_id_conflict" and group in refused.value.detail
+    assert (await store.count_episodes(other_group), await store.count_episodes(group)) == (0, 1)
 
 
 async def test_episodes_lists_newest_reference_time_first(store: GraphStore, group: GroupId) -> None:
