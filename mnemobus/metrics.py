@@ -52,6 +52,9 @@ class PipelineMetrics:
             "mnemobus_episodes_dead_lettered_total", "Episodes moved to the DLQ", ["reason"], registry=r)
         self.worker_retries = Counter(
             "mnemobus_worker_retries_total", "Episodes nak'ed for a later retry", ["reason"], registry=r)
+        self.worker_fetch_errors = Counter(
+            "mnemobus_worker_fetch_errors_total", "Episode fetches that failed (bus away, stream or consumer "
+            "missing), by error kind", ["kind"], registry=r)
         self.worker_restarts = Counter(
             "mnemobus_worker_restarts_total", "Consumer loops restarted by the supervisor", registry=r)
         self.worker_lag = Gauge(

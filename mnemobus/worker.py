@@ -104,6 +104,7 @@ class EpisodeWorker:
                 await self._consume(stop)
                 return
             except Exception:
+                await self._declare_again()
                 self.restarts += 1
                 self.metrics.worker_restarts.inc()
                 log.exception("episode consumer loop crashed; restarting in %.1fs (restart #%d)", delay, self.restarts)
@@ -120,9 +121,13 @@ class EpisodeWorker:
                 except (nats.errors.TimeoutError, TimeoutError):
                     continue
                 except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
-                        nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError) as exc:
-                    log.warning("fetch failed while the bus is unavailable (%s); retrying", type(exc).__name__)
+                        nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError,
+                        nats.js.errors.NotFoundError) as exc:
+                    self.metrics.worker_fetch_errors.labels(kind=type(exc).__name__).inc()
+                    self.retry_log.warning("fetch", "fetch failed (%s); declaring stream and consumer again and "
+                                           "retrying", type(exc).__name__)
                     await anyio.sleep(0.5)
+                    await self._declare_again()
                     continue
                 with anyio.CancelScope(shield=True):  # a fetched batch is finished even while stopping
                     await self.handle_batch(msgs)
@@ -131,6 +136,14 @@ class EpisodeWorker:
                 await sub.unsubscribe()
             except Exception:
                 pass
+
+    async def _declare_again(self) -> None:
+        """A server that came back without its store has neither stream nor consumer: ours to declare again.
+        Idempotent when both exist; while the bus is still down it fails and the next fetch error tries again."""
+        try:
+            await self.setup()
+        except Exception as exc:  # noqa: BLE001 - the bus is still away; counted above, retried on the next error
+            log.debug("stream and consumer not declared yet: %s", exc)
 
     async def handle(self, msg: Msg) -> None:
         await self.handle_batch([msg])

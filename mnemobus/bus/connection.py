@@ -107,8 +107,15 @@ class Bus:
         hdrs = dict(headers or {})
         if msg_id:
             hdrs["Nats-Msg-Id"] = msg_id
-        return await self.js.publish(subject, data, headers=hdrs or None,
-                                     timeout=timeout_s or self.settings.request_timeout_s)
+        timeout = timeout_s or self.settings.request_timeout_s
+        try:
+            return await self.js.publish(subject, data, headers=hdrs or None, timeout=timeout)
+        except nats.js.errors.NoStreamResponseError:
+            # no stream takes the subject: a server that came back without its store. The streams are ours to
+            # declare, so declare them again and publish once more (the message id keeps the retry harmless)
+            log.warning("no stream answered a publish on %s; declaring the streams again", subject)
+            await self.ensure_streams()
+            return await self.js.publish(subject, data, headers=hdrs or None, timeout=timeout)
 
     async def subscribe(self, subject: str, handler: Handler, *, queue: str = "") -> Any:
         return await self.nc.subscribe(subject, queue=queue, cb=handler)

@@ -117,3 +117,54 @@ async def test_nats_restart_while_publishing_and_consuming_loses_nothing(setting
             assert await _count(rt.engine) == total
             assert restarted_at and restarted_at[0] < total, "the restart must land in the middle of the stream"
             rt.stop.set()
+
+
+async def _consumer_exists(bus: Bus) -> bool:
+    try:
+        await bus.js.consumer_info(subjects.EPISODE_STREAM, subjects.WORKER_DURABLE)
+        return True
+    except Exception:
+        return False
+
+
+async def test_worker_declares_stream_and_consumer_again_after_the_server_lost_its_store(settings, own_nats_server):
+    import shutil
+
+    async with open_runtime(settings) as rt:
+        async with anyio.create_task_group() as tg:
+            await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
+            await _publish_all(rt.bus, 0, 20)
+            assert await _wait_count(rt.engine, 20, timeout=30) == 20
+            await anyio.to_thread.run_sync(own_nats_server.stop)
+            shutil.rmtree(own_nats_server.store_dir)  # the server comes back with no streams and no consumer
+            own_nats_server.spawn()  # on this thread: the server dies with the thread that forked it
+            await anyio.to_thread.run_sync(own_nats_server.wait_ready)
+            declared = False
+            with anyio.move_on_after(30):
+                while not (declared := await _consumer_exists(rt.bus)):
+                    await anyio.sleep(0.2)
+            assert declared, "the worker never declared its consumer again"
+            await _publish_all(rt.bus, 20, 40)
+            assert await _wait_count(rt.engine, 40, timeout=30) == 40
+            assert rt.metrics.worker_fetch_errors._metrics, "the outage was not counted"
+            rt.stop.set()
+
+
+async def test_a_publisher_declares_the_streams_again_when_no_stream_takes_its_episode(settings, own_nats_server):
+    import shutil
+
+    async with open_runtime(settings) as rt:
+        await rt.bus.ensure_streams()
+        await anyio.to_thread.run_sync(own_nats_server.stop)
+        shutil.rmtree(own_nats_server.store_dir)
+        own_nats_server.spawn()
+        await anyio.to_thread.run_sync(own_nats_server.wait_ready)
+        ep = _episode(0)
+        with anyio.fail_after(20):
+            while True:  # the client reconnects first
+                try:
+                    ack = await rt.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire(), msg_id=ep.episode_id)
+                    break
+                except Exception:
+                    await anyio.sleep(0.2)
+        assert ack.stream == subjects.EPISODE_STREAM and ack.seq == 1
