@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from mnemobus.limits import MAX_CONTENT_CHARS, StoredText
+from mnemobus.subjects import check_reply_subject
 
 ENVELOPE_VERSION = 1
 
@@ -58,7 +59,7 @@ class Payload(WireModel):
 
 
 class Reply(WireModel):
-    topic: str | None = None
+    topic: Annotated[str, AfterValidator(check_reply_subject)] | None = None
 
 
 class SkillRequest(WireModel):

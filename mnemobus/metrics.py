@@ -36,6 +36,8 @@ class PipelineMetrics:
         self.executor_errors = Counter(
             "mnemobus_executor_errors_total", "Executor calls that failed (timeout, no_responders, error)",
             ["kind"], registry=r)
+        self.reply_errors = Counter(
+            "mnemobus_reply_errors_total", "Answers the plugin could not publish on a reply subject", registry=r)
         self.episodes_emitted = Counter(
             "mnemobus_episodes_emitted_total", "Episodes published to the episode stream", registry=r)
         self.episodes_not_formed = Counter(

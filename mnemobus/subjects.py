@@ -6,6 +6,8 @@ subscription to nothing, and so README can list them from one source.
 
 from __future__ import annotations
 
+import re
+
 from mnemobus.groups import GroupId
 
 SKILL_REQUEST = "agent.skill.request"
@@ -24,6 +26,21 @@ PLUGIN_QUEUE = "memory-plugin"
 
 #: Dead letters whose group could not be determined (the message never parsed).
 UNROUTED_GROUP = "_unrouted"
+
+
+_PUBLISH_SUBJECT = re.compile(r"[^\s.*>]+(?:\.[^\s.*>]+)*")
+#: where a caller-named reply may not go: our own subjects (a reply there would be taken for an episode, a request,
+#: a dead letter...) and the server's
+_RESERVED_PREFIXES = ("agent.skill.", "memory.", "worldstate.", "$")
+
+
+def check_reply_subject(value: str) -> str:
+    """A subject a caller asks us to publish its reply on: one concrete subject outside our namespaces."""
+    if len(value) > 256 or not _PUBLISH_SUBJECT.fullmatch(value):
+        raise ValueError(f"{value[:80]!r} is not a NATS subject one can publish on (no spaces, wildcards or empty tokens)")
+    if value.startswith(_RESERVED_PREFIXES):
+        raise ValueError(f"replies may not be published under {', '.join(_RESERVED_PREFIXES)}: {value[:80]!r}")
+    return value
 
 
 def _token(value: str, what: str) -> str:

@@ -203,10 +203,14 @@ class MemoryService:
             await self.rt.bus.js.purge_stream(stream, subject=subject)
 
     async def delete_group(self, group_id: str) -> DeleteCounts:
-        """Every episode, entity, fact, link and embedding of the group, and its queued episodes."""
+        """Every episode, entity, fact, link and embedding of the group, and its queued episodes.
+
+        The store goes first: when it fails (a full disk) nothing queued is lost with it. The group is deleted
+        once more after the purge, for what the worker stored from the queue in between."""
         group = _one_group(group_id)
+        first = await self.store.delete_group(group)
         await self.purge_queued(group)
-        return await self.store.delete_group(group)
+        return total([first, await self.store.delete_group(group)])
 
     async def delete_episode(self, episode_id: str) -> DeleteCounts:
         episode = await self.locate_episode(episode_id)
@@ -214,5 +218,6 @@ class MemoryService:
 
     async def clear(self) -> DeleteCounts:
         """Graphiti's POST /clear: every group, and everything still queued."""
+        first = [await self.store.delete_group(g) for g in await self.all_groups()]
         await self.purge_queued(None)
-        return total([await self.store.delete_group(g) for g in await self.all_groups()])
+        return total(first + [await self.store.delete_group(g) for g in await self.all_groups()])

@@ -67,8 +67,7 @@ async def hard_delete_user(svc: MemoryService, user_id: str, *, actor: str) -> A
     groups = groups_of(svc.rt.identity.groups_of_user(user), await svc.all_groups())
     counts = []
     for group in groups:
-        await svc.purge_queued(group)
-        counts.append(await svc.store.delete_group(group))
+        counts.append(await svc.delete_group(group))
     done = total(counts)
     remaining = 0
     for group in groups:

@@ -27,6 +27,7 @@ import anyio.to_thread
 import numpy as np
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
+from mnemobus.store.sqlite_tx import immediate
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Step, Vector, WriteTxn
 from mnemobus.store.fact_graph import EPOCH as _EPOCH
@@ -405,9 +406,7 @@ class SqliteStore:
         tok = group_token(group_id)
 
         def work() -> DeleteCounts:
-            c = self._writer_conn()
-            c.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(self._writer_conn()) as c:
                 c.execute(
                     "DELETE FROM fact_sources WHERE fact_id IN (SELECT id FROM facts WHERE group_id = ?)", (group_id,)
                 )
@@ -421,10 +420,6 @@ class SqliteStore:
                 facts = c.execute("DELETE FROM facts WHERE group_id = ?", (group_id,)).rowcount
                 entities = c.execute("DELETE FROM entities WHERE group_id = ?", (group_id,)).rowcount
                 episodes = c.execute("DELETE FROM episodes WHERE group_id = ?", (group_id,)).rowcount
-                c.execute("COMMIT")
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
             return DeleteCounts(episodes=episodes, entities=entities, facts=facts)
 
         async with self._write_lock:
@@ -443,15 +438,8 @@ class SqliteStore:
         """
 
         def work() -> DeleteCounts:
-            c = self._writer_conn()
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                counts = _delete_episode(c, group_id, episode_id)
-                c.execute("COMMIT")
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
-            return counts
+            with immediate(self._writer_conn()) as c:
+                return _delete_episode(c, group_id, episode_id)
 
         async with self._write_lock:
             counts = await self._run(work)
@@ -521,7 +509,7 @@ class SqliteStore:
                 yield txn
             except BaseException:
                 with anyio.CancelScope(shield=True):
-                    await self._run(lambda: conn.execute("ROLLBACK"))
+                    await self._run(lambda: conn.in_transaction and conn.execute("ROLLBACK"))
                 for group_id in txn.groups:  # the cache may hold rows that were rolled back
                     self.vectors.drop_group(group_id)
                 raise
@@ -618,14 +606,8 @@ class SqliteStore:
     def _flush_retrievals(self) -> None:
         if self._writer is None or not self._pending_retrievals:
             return
-        c = self._writer
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self._writer) as c:
             self._flush_retrievals_in(c)
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
 
     async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
         """Counted in memory, written with the next write transaction or, past 1,000 pending (a process that
@@ -817,17 +799,11 @@ class SqliteStore:
     def bulk_load_sync(self, entities: Sequence[tuple[Entity, Vector | None]],
                        facts: Sequence[tuple[Fact, Vector | None]]) -> None:
         """Load pre-resolved rows in one transaction, bypassing resolution: for benchmarks and imports only."""
-        c = self._writer_conn()
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self._writer_conn()) as c:
             for entity, vec in entities:
                 _insert_entity(c, entity, vec)
             for fact, vec in facts:
                 _insert_fact(c, fact, vec)
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
 
 
 def _load_entities(c: sqlite3.Connection, group_id: str, ids: list[str]) -> list[Entity]:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 
 from mnemobus.store.fact_graph import FactGraph, FactGraphCache
+from mnemobus.store.sqlite_tx import immediate
 
 # the columns that ranking, validity and the walk read; a change to any of them must reach the graphs
 _WATCHED = ("subject_id, object_id, relation, edge_type, fact, confidence, valid_at, invalid_at, created_at,"
@@ -52,14 +53,9 @@ _ROW = ("SELECT id, fact, confidence, valid_at, invalid_at, created_at, last_see
 def add_versioning(conn: sqlite3.Connection) -> None:
     """Make a file written before versions existed versioned: its rows start at version 0 (a first read of
     a group loads every row whatever its stamp)."""
-    conn.execute("BEGIN IMMEDIATE")  # two processes opening one old file: the second waits, then finds the column
-    try:
+    with immediate(conn):  # two processes opening one old file: the second waits, then finds the column
         if "ver" not in {r[1] for r in conn.execute("PRAGMA table_info(facts)")}:
             conn.execute("ALTER TABLE facts ADD COLUMN ver INTEGER NOT NULL DEFAULT 0")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     conn.executescript(VERSIONING)
 
 

@@ -133,15 +133,24 @@ class MemoryPlugin:
             enriched.payload.content = f"{memory.block}\n\n{original}"
 
         response = await self._execute(ctx, enriched, agent_id)
-        wire = response.to_wire()
-        if mctx.reply:
-            await ctx.bus.publish(mctx.reply, wire)
-        if req.reply and req.reply.topic and req.reply.topic != mctx.reply:
-            await ctx.bus.publish(req.reply.topic, wire)
-        await ctx.bus.publish(subjects.skill_response(agent_id), wire)
-
+        await self._answer(ctx, req, mctx, response, agent_id)
         if who.groups and response.error is None:
             await self._emit_episodes(ctx, req, response, who.groups)
+
+    async def _answer(self, ctx: PluginContext, req: SkillRequest, mctx: MessageContext, response: SkillResponse,
+                      agent_id: str) -> None:
+        """Every subject the answer goes to; one that fails is counted and logged, and never costs the episode."""
+        wire = response.to_wire()
+        targets = [mctx.reply] if mctx.reply else []
+        if req.reply and req.reply.topic and req.reply.topic != mctx.reply:
+            targets.append(req.reply.topic)
+        targets.append(subjects.skill_response(agent_id))
+        for target in targets:
+            try:
+                await ctx.bus.publish(target, wire)
+            except Exception as exc:  # noqa: BLE001 - the exchange still becomes memory
+                ctx.metrics.reply_errors.inc()
+                log.warning("could not publish the answer to request %s on %s: %s", req.id, target, exc)
 
     async def _recall(self, ctx: PluginContext, req: SkillRequest, who: Resolution) -> MemoryContext:
         if not who.memory_on:

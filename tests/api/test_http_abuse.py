@@ -87,3 +87,22 @@ async def test_an_unexpected_error_is_a_json_500_and_the_connection_keeps_servin
     assert api.rt.metrics.http_errors.labels(kind="RuntimeError")._value.get() == 1
     for _ in range(3):  # the same keep-alive connection
         await _healthy(api)
+
+
+async def test_clear_on_a_failing_store_answers_503_and_keeps_what_is_still_queued(api: Api, group_id: str,
+                                                                                 monkeypatch) -> None:
+    from mnemobus import subjects
+    from mnemobus.errors import StoreUnavailable
+
+    await api.say(group_id, "I keep a journal")
+    stream_before = (await api.rt.bus.js.stream_info(subjects.EPISODE_STREAM)).state.messages
+
+    async def disk_full(_group):
+        raise StoreUnavailable("sqlite: database or disk is full")
+
+    monkeypatch.setattr(api.store, "delete_group", disk_full)
+    r = await api.http.post("/clear")
+    assert r.status_code == 503 and "disk is full" in r.json()["detail"]
+    assert (await api.rt.bus.js.stream_info(subjects.EPISODE_STREAM)).state.messages == stream_before >= 1
+    monkeypatch.undo()
+    assert await api.store.count_episodes(group_id) == 1

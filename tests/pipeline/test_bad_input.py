@@ -6,7 +6,7 @@ import pytest
 from nats.errors import MaxPayloadError
 
 from mnemobus import subjects
-from mnemobus.envelope import EpisodeMessage
+from mnemobus.envelope import EpisodeMessage, Reply
 from tests.pipeline.conftest import ask, dead_letters, request, wait_for_episodes
 
 pytestmark = pytest.mark.anyio
@@ -133,3 +133,30 @@ async def test_an_agent_answer_over_the_content_limit_is_stored_cut_and_marked(p
     assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
     [episode] = await pipeline.engine.store.episodes("user_josh", 1)
     assert len(episode.response) == MAX_CONTENT_CHARS and episode.response.endswith(TRUNCATION_MARK)
+
+
+@pytest.mark.parametrize("topic", ["has space", "wild.*", "memory.episode.user_josh", "agent.skill.request", "$SYS.x"])
+async def test_a_reply_topic_one_cannot_or_may_not_publish_on_is_refused_before_anything_runs(pipeline, topic):
+    body = request("I live in Oslo").model_dump(by_alias=True, mode="json")
+    body["reply"] = {"topic": topic}
+    reply = await _raw(pipeline, json.dumps(body).encode())
+    assert reply["reason"] == "schema_error" and "reply.topic" in reply["error"]
+    letters = await dead_letters(pipeline, subjects.UNROUTED_GROUP)
+    assert letters[0].letter.reason == "schema_error"
+    assert await pipeline.engine.store.count_episodes("user_josh") == 0
+
+
+async def test_an_answer_that_cannot_be_published_still_leaves_the_exchange_in_memory(pipeline, monkeypatch):
+    real = pipeline.bus.publish
+
+    async def refuse_the_extra_topic(subject, data, headers=None):
+        if subject == "client.replies":
+            raise RuntimeError("connection hiccup")
+        await real(subject, data, headers)
+
+    monkeypatch.setattr(pipeline.bus, "publish", refuse_the_extra_topic)
+    req = request("I live in Oslo")
+    req.reply = Reply(topic="client.replies")
+    assert (await ask(pipeline, req))["content"].startswith("Noted")
+    assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
+    assert pipeline.metrics.reply_errors._value.get() == 1
