@@ -68,6 +68,7 @@ async def hard_delete_user(svc: MemoryService, user_id: str, *, actor: str) -> A
     counts = []
     for group in groups:
         counts.append(await svc.delete_group(group))
+    await svc.store.erase_residue()
     done = total(counts)
     remaining = 0
     for group in groups:

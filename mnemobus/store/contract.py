@@ -166,6 +166,10 @@ class GraphStore(Protocol):
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
         """Remove every episode, entity, fact, link and embedding of the group."""
 
+    async def erase_residue(self) -> None:
+        """After deletes that must erase (a GDPR request): leave no copy of deleted text in the store's files
+        (index segments, write-ahead log), as far as the backend allows; docs/api.md says how far each goes."""
+
     async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
         """Remove one episode, its links, and the facts and entities no other episode supports (zero counts when absent).
 

@@ -1212,6 +1212,10 @@ class Neo4jStore:
         )
         return [_episode(r["n"]) for r in rows]
 
+    async def erase_residue(self) -> None:
+        """Nothing a client can do: deleted records stay in Neo4j's store files and transaction logs until the
+        server reuses the space or rotates the logs (db.checkpoint is Enterprise-only). docs/api.md says so."""
+
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
         """Remove the group in transactions of at most DELETE_BATCH rows of a kind.
 

@@ -227,6 +227,7 @@ class SqliteStore:
         conn.execute("PRAGMA cache_size=-65536")
         conn.execute("PRAGMA mmap_size=268435456")
         conn.execute("PRAGMA temp_store=MEMORY")
+        conn.execute("PRAGMA secure_delete=ON")  # a deleted row's bytes are zeroed, not left in a free page
         return conn
 
     @contextmanager
@@ -426,6 +427,22 @@ class SqliteStore:
             counts = await self._run(work)
         self.vectors.drop_group(group_id)
         return counts
+
+    async def erase_residue(self) -> None:
+        """Full-text indexes keep a deleted row's words in their segments until merged ('optimize' merges them
+        all), and the write-ahead log keeps old page images until checkpointed and truncated."""
+
+        def work() -> None:
+            c = self._writer_conn()
+            with immediate(c):
+                for fts in ("facts_fts", "entities_fts", "episodes_fts"):
+                    c.execute(f"INSERT INTO {fts}({fts}) VALUES('optimize')")
+            busy, _, _ = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                raise StoreUnavailable("sqlite: a reader held the write-ahead log; erased rows may remain in it")
+
+        async with self._write_lock:
+            await self._run(work)
 
     async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
         """Forget one episode: it, its links, and the facts and entities no other episode supports.

@@ -63,3 +63,20 @@ async def test_hard_delete_by_a_non_admin_is_403_and_erases_nothing(api: Api) ->
     _, headers = await api.nats("delete-user", {"user_id": "josh", "actor": "ana"})
     assert headers["Nats-Service-Error-Code"] == "403"
     assert await api.store.count_episodes(GroupId("user_josh")) == 1
+
+
+def _file_bytes(path) -> bytes:
+    return b"".join(p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+
+
+async def test_after_a_hard_delete_the_user_s_words_are_gone_from_the_database_file_and_its_log(api: Api) -> None:
+    marker = "Zyxquorblat"  # a word that appears nowhere else
+    for group in JOSH_GROUPS:
+        await api.say(group, f"My secret codename is {marker}. I live in Berlin.")
+    await api.say("user_ana", "I work at Globex.")
+    path = api.rt.settings.store.sqlite_path
+    assert marker.encode() in _file_bytes(path) or marker.lower().encode() in _file_bytes(path)
+    await api.nats("delete-user", {"user_id": "josh", "actor": "josh"})
+    raw = _file_bytes(path)
+    assert marker.encode() not in raw and marker.lower().encode() not in raw
+    assert b"Globex" in raw  # the other user's memory is still there

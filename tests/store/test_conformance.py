@@ -553,3 +553,12 @@ async def test_warming_loads_the_most_recently_written_groups_first_and_only_as_
     assert isinstance(store, Warming)
     assert await store.warm(1) == [other_group]
     assert (await store.warm(2))[:2] == [other_group, group]
+
+
+async def test_erase_residue_after_a_delete_leaves_the_store_readable(store: GraphStore, group: GroupId) -> None:
+    await alice_graph(store, group)
+    await store.delete_group(group)
+    await store.erase_residue()
+    assert await store.count_episodes(group) == 0
+    await put(store, episodes=[episode(group, "m9", "written after the erase")])
+    assert await store.count_episodes(group) == 1
