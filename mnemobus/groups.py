@@ -20,6 +20,10 @@ _SEGMENT_MAX = 48
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 
 
+#: the same rule for JSON Schema / OpenAPI (pydantic's regex engine has no trailing-newline '$' quirk)
+GROUP_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
+
+
 class InvalidGroupId(ValueError):
     """A group id given by a caller breaks the group-id rules."""
 

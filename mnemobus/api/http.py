@@ -11,7 +11,7 @@ docs/api.md lists every difference.
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, status
 from fastapi.encoders import jsonable_encoder
@@ -24,6 +24,8 @@ from mnemobus.api.guards import ErrorGuard, json_bytes
 from mnemobus.api.models import (
     AcceptedResult,
     AddMessagesRequest,
+    ErrorDetail,
+    GroupIdField,
     DeleteResult,
     EpisodeResult,
     FactResult,
@@ -45,6 +47,16 @@ def key_matches(expected: str, authorization: str | None, x_api_key: str | None)
     return bool(given) and secrets.compare_digest(given.encode(), expected.encode())
 
 
+#: the error answers every operation may give, documented in /openapi.json with their one shape
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorDetail, "description": why} for code, why in (
+        (401, "missing or wrong API key"), (404, "no such fact, episode or entity"),
+        (413, "request body over the limit"),
+        (422, "the request breaks a rule: the detail names the field and the reason"),
+        (500, "unexpected error (logged and counted in mnemobus_http_errors_total)"),
+        (503, "store unavailable; retry"), (504, "the memory service did not answer in time"))}
+
+
 def create_app(service: MemoryService) -> FastAPI:
     """The app for one service; no globals, so tests and the role each build their own."""
     api_key = service.config.api_key.get_secret_value() if service.config.api_key else None
@@ -59,7 +71,7 @@ def create_app(service: MemoryService) -> FastAPI:
     # closed network cannot reach; /openapi.json is the contract and works offline.
     app = FastAPI(title="mnemobus memory API", version=__version__, docs_url=None, redoc_url=None,
                   description="Graphiti-compatible REST API over the mnemobus memory service.",
-                  max_body_size=MAX_HTTP_BODY_BYTES)
+                  max_body_size=MAX_HTTP_BODY_BYTES, responses=ERROR_RESPONSES)
     http_errors = service.rt.metrics.http_errors
     app.add_middleware(ErrorGuard, on_error=lambda kind: http_errors.labels(kind=kind).inc())
     guarded = [Depends(require_key)]
@@ -109,7 +121,7 @@ def create_app(service: MemoryService) -> FastAPI:
         return GetMemoryResponse(facts=[FactResult.of(f) for f in facts])
 
     @app.get("/episodes/{group_id}", response_model=list[EpisodeResult], dependencies=guarded)
-    async def episodes(group_id: str, last_n: Annotated[int, Query(ge=1, le=1000)]) -> list[EpisodeResult]:
+    async def episodes(group_id: GroupIdField, last_n: Annotated[int, Query(ge=1, le=1000)]) -> list[EpisodeResult]:
         return [EpisodeResult.of(e) for e in await service.episodes(group_id, last_n)]
 
     @app.get("/entity-edge/{uuid}", response_model=FactResult, dependencies=guarded)
@@ -122,7 +134,7 @@ def create_app(service: MemoryService) -> FastAPI:
         return DeleteResult(message="Entity Edge deleted", success=True, facts=1)
 
     @app.delete("/group/{group_id}", response_model=DeleteResult, dependencies=guarded)
-    async def delete_group(group_id: str) -> DeleteResult:
+    async def delete_group(group_id: GroupIdField) -> DeleteResult:
         c = await service.delete_group(group_id)
         return DeleteResult(message="Group deleted", success=True, episodes=c.episodes, entities=c.entities,
                             facts=c.facts)

@@ -9,16 +9,36 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from mnemobus.envelope import utcnow
+from mnemobus.groups import GROUP_ID_PATTERN, MAX_GROUP_ID_LEN, InvalidGroupId, validate_group_id
 from mnemobus.limits import MAX_QUERY_CHARS, StoredText, lone_surrogate
 from mnemobus.store.model import Entity, Episode, Fact
 
 #: what a client-given message uuid may look like: it becomes part of an idempotency key
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # used with fullmatch
+
+
+def _group_id(value: str) -> str:
+    try:
+        return validate_group_id(value)
+    except InvalidGroupId as exc:
+        raise ValueError(str(exc)) from exc
+
+
+#: a group id as a caller sends it: refused with the group-id rules' own message, documented with their pattern
+GroupIdField = Annotated[str, AfterValidator(_group_id), WithJsonSchema(
+    {"type": "string", "pattern": GROUP_ID_PATTERN, "minLength": 1, "maxLength": MAX_GROUP_ID_LEN,
+     "description": "letters, digits, '_' and '-' only"})]
+
+
+class ErrorDetail(BaseModel):
+    """Every error answer: `detail` names the problem (FastAPI's request validation gives a list of them)."""
+
+    detail: str | list[dict[str, Any]]
 
 
 class Body(BaseModel):
@@ -52,19 +72,19 @@ class Message(Body):
 
 
 class AddMessagesRequest(Body):
-    group_id: str
+    group_id: GroupIdField
     messages: list[Message] = Field(min_length=1, max_length=1000)
 
 
 class SearchQuery(Body):
-    group_ids: list[str] | None = None
+    group_ids: list[GroupIdField] | None = Field(default=None, max_length=64)
     query: str = Field(max_length=MAX_QUERY_CHARS)
     max_facts: int = Field(default=10, ge=1, le=100)
     as_of: datetime | None = Field(default=None, description="mnemobus addition: facts valid at this time (default now)")
 
 
 class GetMemoryRequest(Body):
-    group_id: str
+    group_id: GroupIdField
     max_facts: int = Field(default=10, ge=1, le=100)
     center_node_uuid: str | None = None
     messages: list[Message] = Field(min_length=1, max_length=1000)
@@ -164,7 +184,7 @@ class EntityResult(BaseModel):
 # -- NATS-only requests ------------------------------------------------------------------------
 
 class EpisodesRequest(Body):
-    group_id: str
+    group_id: GroupIdField
     last_n: int = Field(default=10, ge=1, le=1000)
 
 
@@ -173,21 +193,21 @@ class ByIdRequest(Body):
 
 
 class EntityByIdRequest(ByIdRequest):
-    group_id: str
+    group_id: GroupIdField
 
 
 class DeleteGroupRequest(Body):
-    group_id: str
+    group_id: GroupIdField
 
 
 class EntitySearchRequest(Body):
-    group_id: str
+    group_id: GroupIdField
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     limit: int = Field(default=10, ge=1, le=100)
 
 
 class TraverseRequest(Body):
-    group_id: str
+    group_id: GroupIdField
     entity: str = Field(min_length=1, max_length=512)
     relations: list[str] | None = None
     max_hops: int = Field(default=2, ge=1, le=6)
@@ -196,13 +216,13 @@ class TraverseRequest(Body):
 
 
 class AsOfRequest(Body):
-    group_id: str
+    group_id: GroupIdField
     as_of: datetime
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 
 class HistoryRequest(Body):
-    group_id: str
+    group_id: GroupIdField
     entity: str = Field(min_length=1, max_length=512)
     relation: str | None = None
 
