@@ -74,4 +74,6 @@ def _allocated_and_counted(facts: int, entities: int) -> tuple[int, int]:
 
 def test_a_mirrors_byte_count_covers_what_it_allocates_and_not_much_more() -> None:
     allocated, counted = _allocated_and_counted(facts=8000, entities=2000)
-    assert allocated <= counted <= 1.25 * allocated, (allocated, counted)
+    # tracemalloc counts every thread: in a full run, threads other tests left (drivers, thread pools) allocate a
+    # little during the measurement, so "covers" allows them 3%
+    assert 0.97 * allocated <= counted <= 1.25 * allocated, (allocated, counted)
