@@ -43,6 +43,15 @@ def expand_roles(role: str) -> set[str]:
     return {role}
 
 
+def with_worker_on_embedded_bus(roles: set[str], *, embedded: bool) -> set[str]:
+    """A role that queues episodes (api, plugin) on a bus this process embeds gets the worker too: no other
+    process can reach that bus, so without it every 202 would go into a stream nobody reads."""
+    if embedded and roles & {"api", "plugin"} and "worker" not in roles:
+        log.info("the bus is embedded in this process, so the extraction worker runs here too")
+        return roles | {"worker"}
+    return roles
+
+
 @dataclass
 class Runtime:
     """What a running process holds; tests and the demo reach in through it."""
@@ -161,7 +170,7 @@ async def serve(rt: Runtime, roles: set[str], *, plugins: list[Plugin] | None = 
 async def run(settings: Settings, role: str, *, demo: bool = False, once: bool = False,
               echo: Callable[[str], None] | None = None) -> int:
     """The process entry point behind `mnemobus run`."""
-    roles = expand_roles(role)
+    roles = with_worker_on_embedded_bus(expand_roles(role), embedded=settings.nats.url is None)
     metrics = PipelineMetrics()
     if settings.metrics.port:
         start_http_server(settings.metrics.port, addr=settings.metrics.host, registry=metrics.registry)

@@ -25,6 +25,14 @@ def episode_id_taken(episode_id: str, group_id: str, owner: str) -> InvalidMessa
                           f"stored in group {owner!r}; derive ids from the group (episode_id_for)")
 
 
+class EntityExists(MnemobusError):
+    """A caller named an entity that is already there under another id; `entity_id` says which."""
+
+    def __init__(self, detail: str, entity_id: str) -> None:
+        super().__init__(detail)
+        self.entity_id = entity_id
+
+
 class StoreUnavailable(MnemobusError):
     """The store cannot be reached or is locked right now; the same write may succeed later."""
 

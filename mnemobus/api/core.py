@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid as uuidlib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -186,15 +186,17 @@ class MemoryService:
 
     # -- deletes ----------------------------------------------------------------------------
 
-    async def retire_fact(self, fact_id: str) -> Fact:
-        """Graphiti's DELETE /entity-edge: the fact stops being valid now and is stamped expired, kept for history."""
+    async def delete_fact(self, fact_id: str) -> DeleteCounts:
+        """Graphiti's DELETE /entity-edge: the fact is gone (a second delete is a 404); a fact it had ended is
+        valid again, since what ended it was this one. Its history before that stays in the facts it superseded."""
         fact = await self.locate_fact(fact_id)
-        now = datetime.now(UTC)
-        retired = replace(fact, expired_at=now,
-                          invalid_at=now if fact.invalid_at is None or fact.invalid_at > now else fact.invalid_at)
-        async with self.store.transaction() as txn:
-            await txn.update_fact(retired)
-        return retired
+        counts = await self.store.delete_fact(fact.group_id, fact.id)
+        if not counts.facts:
+            raise NotFound(f"no fact with uuid {fact_id!r}")
+        return counts
+
+    async def add_entity(self, group_id: str, entity_id: str, name: str, summary: str) -> Entity:
+        return await self.rt.engine.add_entity(group_id, entity_id, name, summary)
 
     async def purge_queued(self, group: GroupId | None) -> None:
         """Drop the group's episodes (and dead letters) still on the bus, so nothing deleted comes back."""

@@ -23,7 +23,9 @@ from mnemobus.api.core import MemoryService, NotFound, message_query
 from mnemobus.api.guards import ErrorGuard, json_bytes
 from mnemobus.api.models import (
     AcceptedResult,
+    AddEntityNodeRequest,
     AddMessagesRequest,
+    EntityResult,
     ErrorDetail,
     GroupIdField,
     DeleteResult,
@@ -35,7 +37,7 @@ from mnemobus.api.models import (
     SearchQuery,
     SearchResults,
 )
-from mnemobus.errors import InvalidMessage, StoreUnavailable
+from mnemobus.errors import EntityExists, InvalidMessage, StoreUnavailable
 from mnemobus.limits import MAX_HTTP_BODY_BYTES
 
 
@@ -91,6 +93,11 @@ def create_app(service: MemoryService) -> FastAPI:
     async def _missing(_: Request, exc: NotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
 
+    @app.exception_handler(EntityExists)
+    async def _exists(_: Request, exc: EntityExists) -> Response:
+        return Response(json_bytes({"detail": str(exc), "uuid": exc.entity_id}), status_code=409,
+                        media_type="application/json")
+
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
         return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "1"})
@@ -101,9 +108,11 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.get("/healthcheck", response_model=HealthResult)
     async def healthcheck() -> JSONResponse:
+        """Graphiti's exact body when healthy; the reason only when not (a 503), for whoever is paged."""
         ok, why = await service.health()
-        body = HealthResult(status="healthy" if ok else "unhealthy", store=why)
-        return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+        if ok:
+            return JSONResponse({"status": "healthy"})
+        return JSONResponse(HealthResult(status="unhealthy", store=why).model_dump(), status_code=503)
 
     @app.post("/messages", status_code=202, response_model=AcceptedResult, dependencies=guarded)
     async def add_messages(req: AddMessagesRequest) -> AcceptedResult:
@@ -122,7 +131,8 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.get("/episodes/{group_id}", response_model=list[EpisodeResult], dependencies=guarded)
     async def episodes(group_id: GroupIdField, last_n: Annotated[int, Query(ge=1, le=1000)]) -> list[EpisodeResult]:
-        return [EpisodeResult.of(e) for e in await service.episodes(group_id, last_n)]
+        # the last_n newest, oldest first: Graphiti's retrieve_episodes reverses its newest-first query
+        return [EpisodeResult.of(e) for e in reversed(await service.episodes(group_id, last_n))]
 
     @app.get("/entity-edge/{uuid}", response_model=FactResult, dependencies=guarded)
     async def get_entity_edge(uuid: str) -> FactResult:
@@ -130,8 +140,13 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.delete("/entity-edge/{uuid}", response_model=DeleteResult, dependencies=guarded)
     async def delete_entity_edge(uuid: str) -> DeleteResult:
-        await service.retire_fact(uuid)
-        return DeleteResult(message="Entity Edge deleted", success=True, facts=1)
+        c = await service.delete_fact(uuid)
+        return DeleteResult(message="Entity Edge deleted", success=True, facts=c.facts)
+
+    @app.post("/entity-node", status_code=201, response_model=EntityResult, dependencies=guarded,
+              responses={409: {"model": ErrorDetail, "description": "the name or id is already an entity"}})
+    async def add_entity_node(req: AddEntityNodeRequest) -> EntityResult:
+        return EntityResult.of(await service.add_entity(req.group_id, req.uuid, req.name, req.summary))
 
     @app.delete("/group/{group_id}", response_model=DeleteResult, dependencies=guarded)
     async def delete_group(group_id: GroupIdField) -> DeleteResult:

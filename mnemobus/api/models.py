@@ -76,6 +76,15 @@ class AddMessagesRequest(Body):
     messages: list[Message] = Field(min_length=1, max_length=1000)
 
 
+class AddEntityNodeRequest(Body):
+    """Graphiti's AddEntityNodeRequest: an entity named directly, without an episode."""
+
+    uuid: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    group_id: GroupIdField
+    name: str = Field(min_length=1, max_length=200)
+    summary: str = Field(default="", max_length=1000)
+
+
 class SearchQuery(Body):
     group_ids: list[GroupIdField] | None = Field(default=None, max_length=64)
     query: str = Field(max_length=MAX_QUERY_CHARS)

@@ -19,8 +19,8 @@ from mnemobus.engine.extract import Extractor, OfflineExtractor
 from mnemobus.engine.ingest import Disambiguator, Ingestor, word_subset_disambiguator
 from mnemobus.engine.recall import checked_groups, recall
 from mnemobus.engine.scoring import rrf
-from mnemobus.engine.text import normalise_name, query_terms
-from mnemobus.errors import ConfigError
+from mnemobus.engine.text import display_name, normalise_name, query_terms
+from mnemobus.errors import ConfigError, EntityExists, InvalidMessage, StoreIntegrityError
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import FactHop, GraphStore, neighbourhood
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, IngestOutcome, RecallQuery, RecallResult
@@ -116,6 +116,36 @@ class MemoryEngine:
 
     async def episodes(self, group_id: str, last_n: int = 10) -> list[Episode]:
         return await self.store.episodes(self._group(group_id), last_n)
+
+    async def add_entity(self, group_id: str, entity_id: str, name: str, summary: str = "") -> Entity:
+        """An entity a caller names directly (Graphiti's POST /entity-node), searchable at once.
+
+        Idempotent for the same id; a name the group already knows under another id is refused with that id,
+        rather than a second entity for one thing."""
+        group = self._group(group_id)
+        canonical, shown = normalise_name(name), display_name(name)
+        if not canonical:
+            raise InvalidMessage("empty_name", "an entity needs a name with at least one visible character")
+        vector = None
+        if self.embedder is not None:
+            vector = (await anyio.to_thread.run_sync(self.embedder.embed, [shown]))[0]
+        now = datetime.now(UTC)
+        same_id = await self.store.get_entities(group, [entity_id])
+        if same_id:
+            if same_id[0].canonical_name != canonical:
+                raise EntityExists(f"entity id {entity_id!r} already names {same_id[0].name!r}", entity_id)
+            return same_id[0]
+        try:
+            async with self.store.transaction() as txn:
+                known = await txn.entity_by_alias(group, canonical)
+                if known is None:
+                    await txn.insert_entity(Entity(id=entity_id, group_id=group, name=shown, canonical_name=canonical,
+                                                   summary=summary, first_seen=now, last_seen=now), vector)
+        except StoreIntegrityError as exc:  # ids are global: this one names an entity of another group
+            raise EntityExists(f"entity id {entity_id!r} is taken", entity_id) from exc
+        if known is not None:
+            raise EntityExists(f"group {group!r} already has {shown!r} as entity {known.id!r}", known.id)
+        return (await self.store.get_entities(group, [entity_id]))[0]
 
 
 def build_store(settings: Settings, dim: int) -> GraphStore:

@@ -166,6 +166,10 @@ class GraphStore(Protocol):
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
         """Remove every episode, entity, fact, link and embedding of the group."""
 
+    async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
+        """Remove one fact and its provenance (zero counts when absent); the facts it had superseded become valid
+        again, as after a delete_episode that took away their contradiction."""
+
     async def erase_residue(self) -> None:
         """After deletes that must erase (a GDPR request): leave no copy of deleted text in the store's files
         (index segments, write-ahead log), as far as the backend allows; docs/api.md says how far each goes."""

@@ -1212,6 +1212,18 @@ class Neo4jStore:
         )
         return [_episode(r["n"]) for r in rows]
 
+    async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
+        async def work(tx: AsyncManagedTransaction) -> DeleteCounts:
+            dropped = await _drop_facts(tx, group_id, [fact_id])
+            if dropped:
+                await _data(tx, _NEW_EPOCH, {"g": group_id})  # another fact may be valid again: mirrors reload
+            return DeleteCounts(facts=dropped)
+
+        counts = await self._write(work)
+        if counts.facts:
+            self._mark_written([group_id])
+        return counts
+
     async def erase_residue(self) -> None:
         """Nothing a client can do: deleted records stay in Neo4j's store files and transaction logs until the
         server reuses the space or rotates the logs (db.checkpoint is Enterprise-only). docs/api.md says so."""
@@ -1280,16 +1292,7 @@ class Neo4jStore:
                 p,
             )
             orphans = [r["id"] for r in sourced if r["orphan"]]
-            if orphans:
-                await _data(
-                    tx,
-                    "UNWIND $ids AS fid MATCH ()-[x:FACT {group_id: $g}]->() WHERE x.superseded_by = fid "
-                    "SET x.invalid_at = null, x.expired_at = null, x.superseded_by = null",
-                    {**p, "ids": orphans},
-                )
-                await _data(
-                    tx, "UNWIND $ids AS fid MATCH ()-[r:FACT {id: fid, group_id: $g}]->() DELETE r", {**p, "ids": orphans}
-                )
+            await _drop_facts(tx, group_id, orphans)
             gone = await _data(
                 tx,
                 "MATCH (ep:Episode {id: $ep, group_id: $g}) "
@@ -1851,3 +1854,15 @@ async def _data(tx: AsyncManagedTransaction, query: str, params: dict[str, Any] 
     result = await tx.run(query, params or {})
     return await _rows(result)
 
+
+
+async def _drop_facts(tx: AsyncManagedTransaction, group_id: str, fact_ids: list[str]) -> int:
+    """Delete the group's facts by id; the facts each had superseded are valid again (what ended them is gone)."""
+    if not fact_ids:
+        return 0
+    p = {"g": group_id, "ids": fact_ids}
+    await _data(tx, "UNWIND $ids AS fid MATCH ()-[x:FACT {group_id: $g}]->() WHERE x.superseded_by = fid "
+                    "SET x.invalid_at = null, x.expired_at = null, x.superseded_by = null", p)
+    gone = await _data(tx, "UNWIND $ids AS fid MATCH ()-[r:FACT {id: fid, group_id: $g}]->() DELETE r "
+                           "RETURN count(*) AS c", p)
+    return int(gone[0]["c"]) if gone else 0

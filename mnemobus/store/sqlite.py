@@ -428,6 +428,17 @@ class SqliteStore:
         self.vectors.drop_group(group_id)
         return counts
 
+    async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
+        def work() -> DeleteCounts:
+            with immediate(self._writer_conn()) as c:
+                return DeleteCounts(facts=_drop_facts(c, group_id, [fact_id]))
+
+        async with self._write_lock:
+            counts = await self._run(work)
+        if counts.facts:
+            self.vectors.drop_group(group_id)  # cached matrices would still hold the deleted row
+        return counts
+
     async def erase_residue(self) -> None:
         """Full-text indexes keep a deleted row's words in their segments until merged ('optimize' merges them
         all), and the write-ahead log keeps old page images until checkpointed and truncated."""
@@ -844,6 +855,23 @@ def _vector(blob: bytes | None) -> Vector | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32).copy()
 
 
+def _drop_facts(c: sqlite3.Connection, group_id: str, fact_ids: Sequence[str]) -> int:
+    """Delete the group's facts by id with their provenance; the facts each had superseded are valid again
+    (what ended them is gone). Returns how many there were."""
+    dropped = 0
+    for fid in fact_ids:
+        c.execute(
+            "UPDATE facts SET invalid_at = NULL, expired_at = NULL, superseded_by = NULL"
+            " WHERE superseded_by = ? AND group_id = ?", (fid, group_id),
+        )
+        c.execute("DELETE FROM facts_fts WHERE rowid = (SELECT rowid FROM facts WHERE id = ? AND group_id = ?)",
+                  (fid, group_id))
+        if c.execute("DELETE FROM facts WHERE id = ? AND group_id = ?", (fid, group_id)).rowcount:
+            c.execute("DELETE FROM fact_sources WHERE fact_id = ?", (fid,))
+            dropped += 1
+    return dropped
+
+
 def _delete_episode(c: sqlite3.Connection, group_id: str, episode_id: str) -> DeleteCounts:
     row = c.execute("SELECT rowid FROM episodes WHERE id = ? AND group_id = ?", (episode_id, group_id)).fetchone()
     if row is None:
@@ -854,13 +882,7 @@ def _delete_episode(c: sqlite3.Connection, group_id: str, episode_id: str) -> De
     c.execute("DELETE FROM fact_sources WHERE episode_id = ?", (episode_id,))
     orphans = [fid for fid in sourced
                if c.execute("SELECT 1 FROM fact_sources WHERE fact_id = ? LIMIT 1", (fid,)).fetchone() is None]
-    for fid in orphans:
-        c.execute(
-            "UPDATE facts SET invalid_at = NULL, expired_at = NULL, superseded_by = NULL"
-            " WHERE superseded_by = ? AND group_id = ?", (fid, group_id),
-        )
-        c.execute("DELETE FROM facts_fts WHERE rowid = (SELECT rowid FROM facts WHERE id = ?)", (fid,))
-        c.execute("DELETE FROM facts WHERE id = ?", (fid,))
+    _drop_facts(c, group_id, orphans)
     mentioned = [eid for (eid,) in c.execute("SELECT entity_id FROM episode_entities WHERE episode_id = ?", (episode_id,))]
     c.execute("DELETE FROM episode_entities WHERE episode_id = ?", (episode_id,))
     entities = 0

@@ -28,9 +28,18 @@ def assert_shape(obj: dict, fields: dict) -> None:
             datetime.fromisoformat(obj[name])
 
 
-async def test_healthcheck_answers_healthy(api: Api) -> None:
+async def test_healthcheck_answers_graphiti_s_exact_body(api: Api) -> None:
     r = await api.http.get("/healthcheck")
-    assert (r.status_code, r.json()["status"]) == (200, "healthy")
+    assert (r.status_code, r.json()) == (200, {"status": "healthy"})
+
+
+async def test_healthcheck_names_the_store_problem_in_its_503(api: Api, monkeypatch) -> None:
+    async def down() -> None:
+        raise ConnectionError("store is down")
+
+    monkeypatch.setattr(api.store, "ping", down)
+    r = await api.http.get("/healthcheck")
+    assert r.status_code == 503 and r.json()["status"] == "unhealthy" and "store is down" in r.json()["store"]
 
 
 async def test_messages_answers_202_with_graphiti_result_fields(api: Api, group_id: str) -> None:
@@ -75,13 +84,12 @@ async def test_seed_003_smoke_flow_writes_reads_back_and_deletes_a_temporary_gro
     assert (await api.http.get(f"/episodes/{group}", params={"last_n": 5})).json() == []
 
 
-async def test_episodes_lists_newest_first_with_episodic_node_fields(api: Api, group_id: str) -> None:
-    await api.say(group_id, "first message")
-    await api.say(group_id, "second message")
-    r = await api.http.get(f"/episodes/{group_id}", params={"last_n": 1})
-    assert r.status_code == 200 and len(r.json()) == 1
+async def test_episodes_lists_the_last_n_oldest_first_with_episodic_node_fields(api: Api, group_id: str) -> None:
+    for text in ("first message", "second message", "third message"):
+        await api.say(group_id, text)
+    r = await api.http.get(f"/episodes/{group_id}", params={"last_n": 2})
+    assert r.status_code == 200 and [e["content"] for e in r.json()] == ["second message", "third message"]
     assert_shape(r.json()[0], EPISODE_FIELDS)
-    assert r.json()[0]["content"] == "second message"
 
 
 async def test_episodes_without_last_n_is_422_as_in_graphiti(api: Api, group_id: str) -> None:
@@ -138,6 +146,35 @@ async def test_deleted_entity_edge_no_longer_comes_back_from_search(api: Api, gr
     assert again.json()["facts"] == []
 
 
+async def test_a_deleted_entity_edge_is_gone_and_a_second_delete_is_404(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Berlin.")
+    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})).json()["facts"][0]
+    r = await api.http.delete(f"/entity-edge/{fact['uuid']}")
+    assert (r.status_code, r.json()["facts"]) == (200, 1)
+    assert (await api.http.get(f"/entity-edge/{fact['uuid']}")).status_code == 404
+    assert (await api.http.delete(f"/entity-edge/{fact['uuid']}")).status_code == 404
+
+
+async def test_entity_node_is_created_with_201_and_found_by_name(api: Api, group_id: str) -> None:
+    r = await api.http.post("/entity-node", json={"uuid": "node-1", "group_id": group_id, "name": "Project Falcon",
+                                                  "summary": "the Q3 launch"})
+    assert r.status_code == 201 and (r.json()["uuid"], r.json()["name"]) == ("node-1", "Project Falcon")
+    found = await api.rt.engine.search_entities(group_id, "Falcon")
+    assert [e.entity.id for e in found] == ["node-1"]
+
+
+async def test_entity_node_posted_twice_is_one_entity(api: Api, group_id: str) -> None:
+    body = {"uuid": "node-1", "group_id": group_id, "name": "Project Falcon"}
+    assert [(await api.http.post("/entity-node", json=body)).status_code for _ in range(2)] == [201, 201]
+    assert len(await api.rt.engine.search_entities(group_id, "Falcon")) == 1
+
+
+async def test_entity_node_with_a_known_name_under_another_uuid_is_409_naming_it(api: Api, group_id: str) -> None:
+    await api.http.post("/entity-node", json={"uuid": "node-1", "group_id": group_id, "name": "Project Falcon"})
+    r = await api.http.post("/entity-node", json={"uuid": "node-2", "group_id": group_id, "name": "project falcon"})
+    assert r.status_code == 409 and r.json()["uuid"] == "node-1"
+
+
 async def test_delete_entity_edge_for_an_unknown_uuid_is_404(api: Api) -> None:
     assert (await api.http.delete("/entity-edge/not_a_real_uuid")).status_code == 404
 
@@ -179,5 +216,6 @@ async def test_openapi_document_lists_every_graphiti_path(api: Api) -> None:
     paths = r.json()["paths"]
     expected = {("/healthcheck", "get"), ("/messages", "post"), ("/search", "post"), ("/get-memory", "post"),
                 ("/episodes/{group_id}", "get"), ("/entity-edge/{uuid}", "get"), ("/entity-edge/{uuid}", "delete"),
-                ("/group/{group_id}", "delete"), ("/episode/{uuid}", "delete"), ("/clear", "post")}
+                ("/group/{group_id}", "delete"), ("/episode/{uuid}", "delete"), ("/clear", "post"),
+                ("/entity-node", "post")}
     assert {(p, m) for p, ops in paths.items() for m in ops} >= expected

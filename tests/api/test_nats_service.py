@@ -80,3 +80,32 @@ async def test_service_stats_count_requests_per_endpoint(api: Api) -> None:
     stats = json.loads(msg.data)
     health = next(e for e in stats["endpoints"] if e["name"] == "health")
     assert health["num_requests"] == 2 and health["subject"] == "memory.api.health"
+
+
+async def test_nats_delete_fact_deletes_it_and_a_second_time_is_404(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Berlin.")
+    [fact] = await api.store.facts_valid_at(group_id, datetime.now(UTC))
+    body, headers = await api.nats("delete-fact", {"uuid": fact.id})
+    assert body["facts"] == 1 and "Nats-Service-Error-Code" not in headers
+    _, headers = await api.nats("delete-fact", {"uuid": fact.id})
+    assert headers["Nats-Service-Error-Code"] == "404"
+
+
+async def test_nats_entity_node_creates_the_entity(api: Api, group_id: str) -> None:
+    body, _ = await api.nats("entity-node", {"uuid": "n1", "group_id": group_id, "name": "Falcon"})
+    assert (body["uuid"], body["name"]) == ("n1", "Falcon")
+
+
+async def test_service_stats_count_error_replies_and_the_time_the_work_took(api: Api) -> None:
+    for _ in range(3):
+        _, headers = await api.nats("fact", {"uuid": "no-such-fact"})
+        assert headers["Nats-Service-Error-Code"] == "404"
+    await api.nats("search", {"group_ids": ["user:bad"], "query": "x"})
+    stats = json.loads((await api.rt.bus.request(f"$SRV.STATS.{SERVICE_NAME}", b"", 2)).data)
+    by_name = {e["name"]: e for e in stats["endpoints"]}
+    assert (by_name["fact"]["num_requests"], by_name["fact"]["num_errors"]) == (3, 3)
+    assert "no-such-fact" in by_name["fact"]["last_error"]
+    assert by_name["search"]["num_errors"] == 1 and "group" in by_name["search"]["last_error"]
+    # the time covers the work, not only the hand-off to the task group
+    histogram = api.rt.metrics.handler_seconds.labels(endpoint="api.fact")
+    assert by_name["fact"]["processing_time"] >= int(histogram._sum.get() * 1e9 * 0.99)

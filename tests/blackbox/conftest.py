@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -22,10 +23,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def running_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`mnemobus run --role all` on a private embedded nats-server and store; yields the HTTP base URL."""
-    home = tmp_path_factory.mktemp("service")
+@contextlib.contextmanager
+def service_process(home: Path, role: str = "all") -> Iterator[str]:
+    """`mnemobus run --role <role>` on a private embedded nats-server and store; yields the HTTP base URL."""
     port = _free_port()
     env = dict(os.environ)
     env.update({
@@ -37,29 +37,33 @@ def running_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "MNEMOBUS_METRICS__PORT": "0",
     })
     env.pop("MNEMOBUS_NATS__URL", None)
-    log = (home / "service.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "mnemobus.cli", "run", "--role", "all", "--quiet"], cwd=ROOT,
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mnemobus run exited with {proc.returncode}: {(home / 'service.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/healthcheck", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"mnemobus run not healthy within 60 s: {(home / 'service.log').read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
+    log_path = home / "service.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "mnemobus.cli", "run", "--role", role, "--quiet"], cwd=ROOT,
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            deadline = time.monotonic() + 60
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"mnemobus run exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/healthcheck", timeout=1).status_code == 200:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"mnemobus run not healthy within 60 s: {log_path.read_text()[-2000:]}")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def running_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with service_process(tmp_path_factory.mktemp("service")) as url:
+        yield url

@@ -562,3 +562,25 @@ async def test_erase_residue_after_a_delete_leaves_the_store_readable(store: Gra
     assert await store.count_episodes(group) == 0
     await put(store, episodes=[episode(group, "m9", "written after the erase")])
     assert await store.count_episodes(group) == 1
+
+
+async def test_delete_fact_removes_it_and_revives_what_it_superseded(store: GraphStore, group: GroupId) -> None:
+    alice, berlin, london = entity(group, "Alice"), entity(group, "Berlin", kind="place"), entity(group, "London", kind="place")
+    old = fact(group, alice, "lives_in", berlin, "Alice lives in Berlin", invalid_at=T0 + timedelta(days=5))
+    new = fact(group, alice, "lives_in", london, "Alice lives in London", valid_at=T0 + timedelta(days=5))
+    await put(store, entities=[alice, berlin, london], facts=[replace(old, superseded_by=new.id), new])
+    assert await store.delete_fact(group, new.id) == DeleteCounts(facts=1)
+    assert await store.get_facts(group, [new.id]) == []
+    [revived] = await store.get_facts(group, [old.id])
+    assert (revived.invalid_at, revived.superseded_by) == (None, None)
+    assert await store.delete_fact(group, new.id) == DeleteCounts()
+
+
+async def test_delete_fact_of_another_group_deletes_nothing(
+    store: GraphStore, group: GroupId, other_group: GroupId
+) -> None:
+    g = await alice_graph(store, group)
+    some = (await store.facts_valid_at(group, T0 + timedelta(days=1)))[0]
+    assert await store.delete_fact(other_group, some.id) == DeleteCounts()
+    assert len(await store.get_facts(group, [some.id])) == 1
+    assert g
