@@ -204,14 +204,14 @@ def reset_retrieval_counts(store) -> None:
 async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[str, dict[str, list]]:
     """Ingest every turn as an episode, then ask every question with each recipe; returns retrieved ids."""
     from mnemobus.engine import MemoryEngine
-    from mnemobus.engine.extract import OfflineExtractor
+    from mnemobus.engine.extract_rules import RulesExtractor
     from mnemobus.groups import GroupId
     from mnemobus.store.model import Episode, IngestOutcome, RecallQuery, episode_id_for
     from mnemobus.store.sqlite import SqliteStore
 
     store = SqliteStore(root / "locomo.sqlite3")
     await store.open()
-    engine = MemoryEngine(store, OfflineExtractor(), emb)
+    engine = MemoryEngine(store, RulesExtractor(), emb)
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
     facts_added = episodes = 0

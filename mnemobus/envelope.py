@@ -126,6 +126,9 @@ class EpisodeMessage(WireModel):
     episode_id: str = Field(min_length=1, max_length=128)
     group_id: str
     role: Literal["user", "assistant", "system", "exchange"] = "exchange"
+    # who said the content: the user's name for an exchange, Graphiti's `role` for an API message; older
+    # publishers send none and first person is then the role's ("User")
+    speaker_name: str | None = Field(default=None, max_length=256)
     content: StoredText
     response: str | None = Field(default=None, max_length=MAX_CONTENT_CHARS)
     source_message_id: str = Field(min_length=1, max_length=256)

@@ -1,31 +1,92 @@
-"""Extractors: episode text -> entities and relations. The offline one is rules and patterns.
+"""What an extractor hands the engine: typed entities, facts, endings, and who said them.
 
-Why rules: the default must work with no network and no model server, and a
-handful of precise patterns for the statements people make about themselves
-(moves, switches, decisions, preferences, work) is right far more often than
-a guess. An LLM extractor implements the same `Extractor` protocol later.
+Every extractor (the offline parser, the regex rules kept as a baseline, an
+LLM over an OpenAI-compatible endpoint) returns an `Extraction`, and
+`engine.ingest` applies it the same way whichever produced it. First person
+in a message is its speaker: a `Speaker` is a role and, when the episode
+carries one, a name, so two people in one conversation never become one
+"User" and an assistant's "I" never touches the user's facts.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from mnemobus.store.model import EdgeType, Episode
 
-SPEAKER = "User"
+# the type of an entity whose kind the extractor could not tell; it matches any type when names are resolved
+UNTYPED = "thing"
+ENTITY_TYPES = frozenset({
+    "person", "place", "organization", "pet", "product", "event", "date", "technology", "project", "concept",
+    "food", "activity", "condition", "agent", UNTYPED,
+})
 
 # relations where one subject has one object at a time: a new object ends the old fact
-EXCLUSIVE_RELATIONS = frozenset({"lives_in", "works_at", "is_married_to", "reports_to"})
+EXCLUSIVE_RELATIONS = frozenset({"lives_in", "works_at", "is_married_to", "reports_to", "has_manager"})
+
+ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
+# episode roles whose content the user said: a plugin exchange, a formation window, a Graphiti user message
+USER_ROLES = frozenset({"user", "exchange", "window"})
+
+
+@dataclass(frozen=True, slots=True)
+class Speaker:
+    """Who said a message: a role (user, assistant, system) and their name when the episode carries one."""
+
+    role: str = "user"
+    name: str | None = None
+
+    @property
+    def entity_name(self) -> str:
+        """The entity first person stands for: the speaker's name, else the role's ("User", "Assistant")."""
+        return self.name or ROLE_NAMES.get(self.role, ROLE_NAMES["user"])
+
+    @property
+    def entity_type(self) -> str:
+        return "agent" if self.role in ("assistant", "system") else "person"
+
+
+def episode_speaker(episode: Episode) -> Speaker:
+    """The speaker of an episode's content, from its role and speaker name (old episodes carry no name)."""
+    role = "user" if episode.role in USER_ROLES else episode.role
+    name = (episode.speaker or "").strip() or None
+    if name is not None and name.lower() in ROLE_NAMES:  # Graphiti clients often send role "user" as the name
+        name = None
+    return Speaker(role, name)
+
+
+_LINE_SPEAKER = re.compile(r"^(?P<name>[A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30})?):\s+(?P<text>\S.*)$")
+
+
+def speaker_lines(text: str, speaker: Speaker) -> list[tuple[Speaker, str]]:
+    """The content as (speaker, line): a transcript line "Name: words" is said by Name (a user), the rest by the
+    episode's speaker. Chat logs and merged windows carry such prefixes; the prefix itself is no part of the words.
+    """
+    out: list[tuple[Speaker, str]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = _LINE_SPEAKER.match(line.strip())
+        if m is None:
+            out.append((speaker, line))
+            continue
+        name = m.group("name")
+        said_by = speaker if speaker.name and name.lower() == speaker.name.lower() else Speaker(
+            speaker.role if name.lower() in ROLE_NAMES else "user", None if name.lower() in ROLE_NAMES else name)
+        out.append((said_by, m.group("text")))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
 class ExtractedEntity:
     name: str
-    type: str = "thing"
+    type: str = UNTYPED
+    speaker_role: str | None = None  # set when the entity is a speaker of the episode (user, assistant, ...)
+    aliases: tuple[str, ...] = ()  # other names it was given in the episode ("call me Jo", the user's login)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,19 +95,35 @@ class ExtractedFact:
     relation: str
     object: str
     edge_type: EdgeType
-    fact: str
+    fact: str  # the sentence shown and searched: "Anna works at Siemens"
     confidence: float = 0.8
-    subject_type: str = "thing"
-    object_type: str = "thing"
-    replaces: str | None = None  # an earlier object of (subject, relation) this statement ends
-    before: timedelta = timedelta(0)  # how long before the message it took effect ("last month", "2 weeks ago")
+    subject_type: str = UNTYPED
+    object_type: str = UNTYPED
+    replaces: str | None = None  # an earlier object of (subject, relation) this statement ends ("moved from X")
+    valid_from: datetime | None = None  # when it took effect ("in 2021", "last month"); None: the message's time
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedEnding:
+    """A statement that something no longer holds: "I no longer work at Lumen", "I quit smoking", "I used to live
+    in Paris". Ingest ends the matching current fact at `at`; one it never held is kept as past history."""
+
+    subject: str
+    relation: str
+    object: str | None  # None: whatever the relation holds now ("I moved out", "I'm not married any more")
+    cause: str  # the words that ended it, shown in the ended fact's history
+    fact: str = ""  # the past fact as a sentence, when it must be recorded: "Sam lived in Paris"
+    subject_type: str = UNTYPED
+    object_type: str = UNTYPED
+    edge_type: EdgeType = "semantic"
+    at: datetime | None = None  # when it stopped; None: the message's time
 
 
 @dataclass(frozen=True, slots=True)
 class Extraction:
     entities: tuple[ExtractedEntity, ...] = ()
     facts: tuple[ExtractedFact, ...] = ()
-    speaker_aliases: tuple[str, ...] = field(default=())  # names the speaker gave for themselves
+    endings: tuple[ExtractedEnding, ...] = ()
 
 
 @runtime_checkable
@@ -54,250 +131,41 @@ class Extractor(Protocol):
     name: str
 
     async def extract(self, episode: Episode) -> Extraction:
-        """Entities and relations stated in the episode's content; first person is the speaker."""
+        """Entities, facts and endings stated in the episode's content; first person is its speaker."""
 
 
-_TECH = frozenset(
-    """vim neovim emacs vscode vs code helix nano sublime intellij pycharm postgres postgresql pgvector mysql sqlite
-    redis mongodb neo4j kafka nats rabbitmq docker kubernetes k8s python rust go golang java javascript typescript
-    node node.js react vue svelte django flask fastapi rails linux macos windows ubuntu debian arch typesense
-    elasticsearch opensearch qdrant faiss aws gcp azure terraform ansible git github gitlab zsh bash fish tmux""".split()
-)
+@runtime_checkable
+class BatchExtractor(Protocol):
+    """Optional: an extractor that does a batch of episodes in one go (a parser runs far faster on many texts)."""
 
-_FIRST_PERSON = {"i": SPEAKER, "we": SPEAKER, "my team": SPEAKER, "our team": SPEAKER, "me": SPEAKER}
-_NOT_NAMES = frozenset(
-    """this that it there here what which who when where why how these those they he she you yesterday today
-    tomorrow also then so but and or if the a an my our your their his her its well yes no ok okay please
-    thanks hi hello hey now lately recently""".split()
-)
-
-_SUBJ = r"(?P<s>\b(?:I|[Ww]e|[Mm]y team|[Oo]ur team)\b|\b[A-Z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*){0,3})"
-_STOP = (
-    r"(?=\s+(?:and|but|because|since|as|for|at|in|on|with|when|which|who|while|last|this|next|yesterday|today|now|"
-    r"recently|instead|lately|ago|anymore|these|every|from|to|after|before|so|though|although)\b|\s*[,;:()\"]|\s*$)"
-)
-_OBJ = r"(?P<o>[\w.+#'/-]+(?:\s+[\w.+#'/-]+){0,5}?)" + _STOP
-_A = r"(?P<a>[\w.+#'/-]+(?:\s+[\w.+#'/-]+){0,4}?)"
-_B = r"(?P<b>[\w.+#'/-]+(?:\s+[\w.+#'/-]+){0,4}?)" + _STOP
-_BE = r"(?:\s+(?:am|is|are|was|were|have been|has been|'m|'re|'s))?"
-_ADV = r"(?:\s+(?:just|recently|finally|now|also|really|still|actually|mostly|usually|always))?"
+    async def extract_many(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
+        """One extraction per episode, in order; an episode's failure is returned in its slot."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    pattern: re.Pattern[str]
-    build: Callable[[str, re.Match[str]], list[ExtractedFact]]
+def entities_of(facts: Sequence[ExtractedFact], endings: Sequence[ExtractedEnding] = (),
+                speakers: Sequence[Speaker] = (), aliases: dict[str, tuple[str, ...]] | None = None
+                ) -> tuple[ExtractedEntity, ...]:
+    """Every name the facts and endings mention, once (the first type given wins); a speaker is marked as one and
+    carries the names it gave itself. A speaker nothing was said about and who gave no name is left out."""
+    aliases = aliases or {}
+    by_name = {s.entity_name: s for s in speakers}
+    found: dict[str, ExtractedEntity] = {}
 
+    def add(name: str | None, type_: str) -> None:
+        if not name or name.lower() in found:
+            return
+        s = by_name.get(name)
+        found[name.lower()] = (ExtractedEntity(name, type_) if s is None else
+                               ExtractedEntity(name, s.entity_type, s.role, aliases.get(name, ())))
 
-def _clean(phrase: str) -> str:
-    phrase = phrase.strip(" .,'\"")
-    phrase = re.sub(r"^(?:the|a|an|my|our|his|her|their|using|to)\s+", "", phrase, flags=re.IGNORECASE)
-    return phrase.strip()
-
-
-def _kind(name: str, default: str) -> str:
-    return "technology" if name.lower() in _TECH else default
-
-
-def _fact(subject: str, relation: str, obj: str, edge: EdgeType, sentence: str, *, stype: str = "thing",
-          otype: str = "thing", replaces: str | None = None, confidence: float = 0.8) -> ExtractedFact:
-    return ExtractedFact(subject, relation, obj, edge, sentence, confidence, stype, _kind(obj, otype), replaces)
-
-
-# one more item of a list after a matched object: ", tmux", ", and zsh", " and tea"
-_LIST_ITEM = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)(?P<o>[\w.+#'/-]+(?:\s+[\w.+#'/-]+){0,2}?)" + _STOP)
-# words that show a list item is really the next clause ("... and I like tea", "... and love it")
-_CLAUSE_WORDS = _NOT_NAMES | frozenset(
-    """i we me am is are was were be been have has had do does did will would can could should love loves like likes
-    hate hates use uses used think thinks want wants need needs live lives work works moved switched""".split()
-)
-
-
-def _list_items(m: re.Match[str]) -> list[str]:
-    """The further items of a list that starts at the matched object; stops at anything that reads like a clause."""
-    items: list[str] = []
-    pos = m.end()
-    while (nxt := _LIST_ITEM.match(m.string, pos)) is not None:
-        item = _clean(nxt.group("o"))
-        if not item or any(w.lower() in _CLAUSE_WORDS for w in item.split()):
-            break
-        items.append(item)
-        pos = nxt.end()
-    return items
-
-
-def _verb_agrees(subject: str, m: re.Match[str]) -> bool:
-    """"I like", "Josh likes"; not "Sounds like a plan", "Events like these": there `like` is no verb of the word
-    before it, and a capitalised first word is no name."""
-    verb = m.groupdict().get("verb")
-    if verb is None:
-        return True
-    return (subject == SPEAKER) != verb.lower().endswith("s")
-
-
-def _simple(relation: str, verb: str, edge: EdgeType, otype: str = "thing", stype: str = "thing"):  # noqa: ANN202
-    """One fact per object; for relations that can hold several objects at once, one per item of a list."""
-    listable = relation not in EXCLUSIVE_RELATIONS
-
-    def build(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
-        obj = _clean(m.group("o"))
-        if not obj or not _verb_agrees(subject, m):
-            return []
-        st = "person" if subject == SPEAKER else stype
-        objects = [obj, *(_list_items(m) if listable else [])]
-        return [_fact(subject, relation, o, edge, f"{subject} {verb} {o}", stype=st, otype=otype) for o in objects]
-
-    return build
-
-
-def _move(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
-    a, b = _clean(m.group("a")), _clean(m.group("b"))
-    if not a or not b:
-        return []
-    if a.lower() in _TECH or b.lower() in _TECH:
-        return _switch(subject, m)
-    st = "person" if subject == SPEAKER else "thing"
-    return [_fact(subject, "lives_in", b, "temporal", f"{subject} lives in {b} (moved from {a})", stype=st,
-                  otype="place", replaces=a)]
-
-
-def _switch(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
-    a, b = _clean(m.group("a")), _clean(m.group("b"))
-    if not a or not b:
-        return []
-    st = "person" if subject == SPEAKER else "thing"
-    return [_fact(subject, "uses", b, "temporal", f"{subject} uses {b} (switched from {a})", stype=st, replaces=a)]
-
-
-def _replaced(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
-    return _switch(subject, m)
-
-
-def _decided(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
-    obj = _clean(m.group("o"))
-    if not obj:
-        return []
-    verb = m.group("v").lower()
-    st = "person" if subject == SPEAKER else "thing"
-    return [_fact(subject, "decided_to_adopt", obj, "causal", f"{subject} decided to {verb} {obj}", stype=st)]
-
-
-def _rule(pattern: str, build: Callable[[str, re.Match[str]], list[ExtractedFact]]) -> _Rule:
-    return _Rule(re.compile(pattern), build)
-
-
-_RULES: tuple[_Rule, ...] = (
-    _rule(_SUBJ + _BE + _ADV + r"\s+(?:moved|relocated)\s+from\s+" + _A + r"\s+to\s+" + _B, _move),
-    _rule(_SUBJ + _BE + _ADV + r"\s+(?:switched|migrated|changed|went|moved over)\s+from\s+" + _A + r"\s+to\s+" + _B,
-          _switch),
-    _rule(_SUBJ + _BE + _ADV + r"\s+replaced\s+" + _A + r"\s+with\s+" + _B, _replaced),
-    _rule(_SUBJ + _BE + _ADV + r"\s+(?:decided|agreed|chose|have decided|are going)\s+to\s+(?P<v>adopt|use|go with|"
-          r"switch to|migrate to|move to)\s+" + _OBJ, _decided),
-    _rule(_SUBJ + _BE + _ADV + r"\s+(?:moved|relocated)\s+to\s+" + _OBJ, _simple("lives_in", "lives in", "semantic", "place")),
-    _rule(_SUBJ + _BE + _ADV + r"\s+(?:live|lives|living|based|located|residing)\s+in\s+" + _OBJ,
-          _simple("lives_in", "lives in", "semantic", "place")),
-    _rule(_SUBJ + _BE + _ADV + r"\s+(?:work|works|working)\s+on\s+" + _OBJ,
-          _simple("works_on", "works on", "semantic", "project", "person")),
-    _rule(_SUBJ + _BE + _ADV + r"\s+(?:work|works|working|employed)\s+(?:at|for)\s+" + _OBJ,
-          _simple("works_at", "works at", "hierarchical", "organization", "person")),
-    _rule(_SUBJ + _ADV + r"\s+(?P<verb>prefer|prefers)\s+" + _OBJ, _simple("prefers", "prefers", "semantic", "concept", "person")),
-    _rule(_SUBJ + _ADV + r"\s+(?P<verb>like|likes|love|loves|enjoy|enjoys)\s+" + _OBJ,
-          _simple("likes", "likes", "semantic", "concept", "person")),
-    _rule(_SUBJ + _ADV + r"\s+(?P<verb>hate|hates|dislike|dislikes)\s+" + _OBJ,
-          _simple("dislikes", "dislikes", "semantic", "concept", "person")),
-    _rule(_SUBJ + _BE + _ADV + r"\s+(?:use|uses|using)\s+" + _OBJ, _simple("uses", "uses", "semantic")),
-    _rule(_SUBJ + _BE + r"\s+(?:built|written|running)\s+(?:on|with|in)\s+" + _OBJ, _simple("uses", "uses", "semantic")),
-    _rule(_SUBJ + r"\s+(?:runs|run)\s+on\s+" + _OBJ, _simple("uses", "uses", "semantic")),
-    _rule(_SUBJ + _ADV + r"\s+(?:depend|depends)\s+on\s+" + _OBJ, _simple("depends_on", "depends on", "causal")),
-    _rule(_SUBJ + r"\s+(?:is|are)\s+(?:a\s+)?part\s+of\s+" + _OBJ, _simple("part_of", "is part of", "hierarchical")),
-    _rule(_SUBJ + r"\s+(?:belongs|belong)\s+to\s+" + _OBJ, _simple("part_of", "is part of", "hierarchical")),
-    _rule(_SUBJ + _ADV + r"\s+(?:manage|manages|lead|leads)\s+" + _OBJ,
-          _simple("manages", "manages", "hierarchical", "thing", "person")),
-    _rule(_SUBJ + _BE + r"\s+married\s+to\s+" + _OBJ, _simple("is_married_to", "is married to", "semantic", "person", "person")),
-    _rule(_SUBJ + r"\s+reports?\s+to\s+" + _OBJ, _simple("reports_to", "reports to", "hierarchical", "person", "person")),
-)
-
-_NAME_IS = re.compile(r"\b(?i:my name is|call me|i am called|i'm called)\s+(?P<n>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)")
-_SENTENCES = re.compile(r"(?<=[.!?;\n])\s+|\n+")
-
-
-def _subject(raw: str) -> str | None:
-    key = raw.strip().lower()
-    if key in _FIRST_PERSON:
-        return _FIRST_PERSON[key]
-    words = raw.split()
-    while words and words[0].lower() in _NOT_NAMES:
-        words = words[1:]
-    if not words:
-        return None
-    return " ".join(words)
-
-
-_DAYS_PER = {"day": 1, "week": 7, "month": 30, "year": 365}
-_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-           "nine": 9, "ten": 10, "a couple of": 2, "a few": 3}
-_WHEN = re.compile(
-    r"\b(?:(?P<yesterday>yesterday)|last\s+(?P<last>week|month|year)"
-    r"|(?P<n>\d{1,3}|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
-    r"(?P<unit>day|week|month|year)s?\s+ago)\b",
-    re.IGNORECASE,
-)
-
-
-def took_effect_before(sentence: str) -> timedelta:
-    """"I moved to London last month": the move is a month older than the message, and so is the end of the
-    old fact it replaces. Past-relative phrases only; anything else (a date, "next week") is left at the message
-    time rather than guessed."""
-    m = _WHEN.search(sentence)
-    if m is None:
-        return timedelta(0)
-    if m.group("yesterday"):
-        return timedelta(days=1)
-    if m.group("last"):
-        return timedelta(days=_DAYS_PER[m.group("last").lower()])
-    n = m.group("n").lower()
-    count = int(n) if n.isdigit() else _COUNTS[re.sub(r"\s+", " ", n)]
-    return timedelta(days=count * _DAYS_PER[m.group("unit").lower()])
-
-
-def extract_text(text: str) -> Extraction:
-    """The rules applied sentence by sentence; the first rule that matches a clause wins it."""
-    facts: list[ExtractedFact] = []
-    aliases: list[str] = []
-    for sentence in _SENTENCES.split(text):
-        sentence = sentence.strip().rstrip(".!?;")
-        if not sentence:
-            continue
-        if (m := _NAME_IS.search(sentence)) is not None:
-            aliases.append(m.group("n"))
-        before = took_effect_before(sentence)
-        if before:  # the time phrase said, it leaves the clause, so no object swallows it ("neovim two weeks")
-            sentence = re.sub(r"\s+", " ", _WHEN.sub("", sentence)).strip(" ,")
-        taken: list[tuple[int, int]] = []
-        for rule in _RULES:
-            for m in rule.pattern.finditer(sentence):
-                if any(m.start() < end and start < m.end() for start, end in taken):
-                    continue
-                subject = _subject(m.group("s"))
-                if subject is None:
-                    continue
-                built = [f for f in rule.build(subject, m) if f.object.lower() not in _NOT_NAMES]
-                if built and before:
-                    built = [replace(f, before=before) for f in built]
-                if built:
-                    taken.append((m.start(), m.end()))
-                    facts.extend(built)
-    entities: dict[str, ExtractedEntity] = {}
+    for s in speakers:
+        if aliases.get(s.entity_name):
+            add(s.entity_name, s.entity_type)
     for f in facts:
-        entities.setdefault(f.subject.lower(), ExtractedEntity(f.subject, f.subject_type))
-        entities.setdefault(f.object.lower(), ExtractedEntity(f.object, f.object_type))
-        if f.replaces:
-            entities.setdefault(f.replaces.lower(), ExtractedEntity(f.replaces, f.object_type))
-    return Extraction(tuple(entities.values()), tuple(dict.fromkeys(facts)), tuple(dict.fromkeys(aliases)))
-
-
-class OfflineExtractor:
-    name = "offline-rules"
-
-    async def extract(self, episode: Episode) -> Extraction:
-        return extract_text(episode.content)
+        add(f.subject, f.subject_type)
+        add(f.object, f.object_type)
+        add(f.replaces, f.object_type)
+    for e in endings:
+        add(e.subject, e.subject_type)
+        add(e.object, e.object_type)
+    return tuple(found.values())

@@ -17,7 +17,9 @@ import anyio.to_thread
 import numpy as np
 
 from mnemobus.engine.embed import Embedder
-from mnemobus.engine.extract import EXCLUSIVE_RELATIONS, SPEAKER, ExtractedFact, Extraction, Extractor
+from mnemobus.engine.extract import (
+    EXCLUSIVE_RELATIONS, UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
+)
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
@@ -55,8 +57,26 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def entity_id_for(group_id: str, canonical_name: str) -> str:
-    return _digest("entity", group_id, canonical_name)
+def entity_id_for(group_id: str, canonical_name: str, type_: str = UNTYPED) -> str:
+    """Jordan the place and Jordan the person are two entities, so the type is part of a typed entity's id."""
+    if type_ == UNTYPED:
+        return _digest("entity", group_id, canonical_name)
+    return _digest("entity", group_id, canonical_name, type_)
+
+
+# kinds of things that are never one another: a name said of one never resolves to an entity of another
+_DISTINCT_KINDS = ({"person", "agent"}, {"pet"}, {"place"}, {"organization"}, {"event"}, {"date"})
+
+
+def types_compatible(a: str, b: str) -> bool:
+    """May an entity of type `a` be the one a name of type `b` refers to? Unknown types match anything; people,
+    pets, places, organisations, events and dates only themselves; the looser kinds (products, concepts,
+    technologies, foods, activities...) one another, since extractors often disagree on those."""
+    if a == b or UNTYPED in (a, b):
+        return True
+    kind_a = next((k for k in _DISTINCT_KINDS if a in k), None)
+    kind_b = next((k for k in _DISTINCT_KINDS if b in k), None)
+    return kind_a is kind_b
 
 
 def fact_id_for(group_id: str, subject_id: str, relation: str, object_id: str, valid_at: datetime | None, episode_id: str) -> str:
@@ -165,18 +185,20 @@ class Ingestor:
             checked.append((slot, replace(raw, group_id=group, reference_time=when,
                                           created_at=raw.created_at or datetime.now(UTC))))
         stored = await self._already_stored(checked, results)
-        prepared: list[_Prepared] = []
+        fresh: list[tuple[int, Episode, bool]] = []
         for slot, episode in checked:
             if results[slot] is not None:
                 continue
             if episode.id in stored.get(episode.group_id, ()):
                 results[slot] = IngestOutcome(episode.id, created=False)
                 continue
-            screened = has_injection_markers(episode.content)
-            try:
-                extraction = Extraction() if screened else await self.extractor.extract(episode)
-            except Exception as exc:  # noqa: BLE001 - one bad episode must not sink the batch
-                results[slot] = exc
+            fresh.append((slot, episode, has_injection_markers(episode.content)))
+        extractions = await self._extract([ep for _, ep, screened in fresh if not screened])
+        prepared: list[_Prepared] = []
+        for slot, episode, screened in fresh:
+            extraction = Extraction() if screened else extractions.pop(0)
+            if isinstance(extraction, Exception):  # one bad episode must not sink the batch
+                results[slot] = extraction
                 continue
             prepared.append(_Prepared(slot, episode, screened, extraction))
         try:
@@ -188,6 +210,23 @@ class Ingestor:
         for p, outcome in zip(prepared, await commit_each(self.store, [self._work(p) for p in prepared]), strict=True):
             results[p.slot] = outcome
         return [r if r is not None else RuntimeError("episode was not processed") for r in results]
+
+    async def _extract(self, episodes: list[Episode]) -> list[Extraction | Exception]:
+        """Each episode's extraction or the exception it alone raised; a batch extractor gets them all at once."""
+        if not episodes:
+            return []
+        if isinstance(self.extractor, BatchExtractor):
+            try:
+                return list(await self.extractor.extract_many(episodes))
+            except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
+                return [exc] * len(episodes)
+        out: list[Extraction | Exception] = []
+        for episode in episodes:
+            try:
+                out.append(await self.extractor.extract(episode))
+            except Exception as exc:  # noqa: BLE001 - reported in the slot
+                out.append(exc)
+        return out
 
     async def _already_stored(self, checked: list[tuple[int, Episode]],
                               results: list[IngestOutcome | BaseException | None]) -> dict[str, set[str]]:
@@ -233,6 +272,9 @@ class Ingestor:
                 wanted.append((p, ("entity", e.name), display_name(e.name)))
             for f in p.extraction.facts:
                 wanted.append((p, ("fact", f.fact), f.fact))
+            for e in p.extraction.endings:
+                if e.fact:
+                    wanted.append((p, ("fact", e.fact), e.fact))
         texts = list(dict.fromkeys(text for _, _, text in wanted))
         if not texts:
             return
@@ -249,9 +291,12 @@ class Ingestor:
             return None
         group = episode.group_id
         found = await txn.entity_by_alias(group, canonical)
+        if found is not None and not types_compatible(found.type, type_):
+            found = None  # Jordan the country is not Jordan the friend
         if found is None and vector is not None:
             for candidate, similarity in await txn.similar_entities(group, vector, 3):
-                if candidate.canonical_name in keep_apart or numbers_differ(canonical, candidate.canonical_name):
+                if (candidate.canonical_name in keep_apart or numbers_differ(canonical, candidate.canonical_name)
+                        or not types_compatible(candidate.type, type_)):
                     continue  # names said together in one episode are different things (vim -> neovim)
                 if similarity >= MERGE_SIMILARITY or (
                     similarity >= AMBIGUOUS_SIMILARITY and self.disambiguator(shown, candidate)
@@ -263,8 +308,9 @@ class Ingestor:
                                      alias=canonical, seen=episode.reference_time)
             await txn.link_episode_entity(group, episode.id, found.id)
             return found
-        entity = Entity(id=entity_id_for(group, canonical), group_id=group, name=shown, canonical_name=canonical,
-                        type=type_, first_seen=episode.reference_time, last_seen=episode.reference_time)
+        entity = Entity(id=entity_id_for(group, canonical, type_), group_id=group, name=shown,
+                        canonical_name=canonical, type=type_, first_seen=episode.reference_time,
+                        last_seen=episode.reference_time)
         await txn.insert_entity(entity, vector)
         await txn.link_episode_entity(group, episode.id, entity.id)
         counts.entities += 1
@@ -277,13 +323,12 @@ class Ingestor:
         for e in extraction.entities:
             resolved = await self._entity(txn, episode, e.name, e.type, vectors.get(("entity", e.name)), counts,
                                           said - {normalise_name(e.name)})
-            if resolved is not None:
-                entities[e.name] = resolved
-        speaker = entities.get(SPEAKER)
-        if speaker is not None:
-            for alias in extraction.speaker_aliases:
+            if resolved is None:
+                continue
+            entities[e.name] = resolved
+            for alias in e.aliases:  # "my name is Jo", the user's name from users.yaml: the same person
                 if normalise_name(alias):
-                    await txn.observe_entity(episode.group_id, speaker.id, name=speaker.name,
+                    await txn.observe_entity(episode.group_id, resolved.id, name=resolved.name,
                                              alias=normalise_name(alias), seen=episode.reference_time)
         for f in extraction.facts:
             subject, obj = entities.get(f.subject), entities.get(f.object)
@@ -291,13 +336,19 @@ class Ingestor:
                 continue
             old = entities.get(f.replaces) if f.replaces else None
             await self._fact(txn, episode, f, subject, obj, old, vectors.get(("fact", f.fact)), counts)
+        for e in extraction.endings:
+            subject = entities.get(e.subject)
+            obj = entities.get(e.object) if e.object else None
+            if subject is None or (e.object and obj is None):
+                continue
+            await self._end(txn, episode, e, subject, obj, vectors.get(("fact", e.fact)), counts)
 
     async def _fact(self, txn: WriteTxn, episode: Episode, f: ExtractedFact, subject: Entity, obj: Entity,
                     replaced: Entity | None, vector: np.ndarray | None, counts: _Counts) -> None:
         # t: when the statement took effect ("last month" is a month before the message); seen: when we heard it,
         # which is what confidence decays from
         group, seen = episode.group_id, episode.reference_time
-        t = seen - f.before
+        t = _utc(f.valid_from) if f.valid_from is not None else seen
         chain = await txn.facts_between(group, subject.id, f.relation)
         current_same = [x for x in chain if x.object_id == obj.id and valid_at_time(x, t)]
         if current_same:
@@ -338,3 +389,31 @@ class Ingestor:
                            source_message_ids=(episode.source_message_id,))
             await txn.insert_fact(history, None)
             counts.added += 1
+
+    async def _end(self, txn: WriteTxn, episode: Episode, e: ExtractedEnding, subject: Entity, obj: Entity | None,
+                   vector: np.ndarray | None, counts: _Counts) -> None:
+        """"I no longer work at Lumen": the current fact ends when the statement says; one never held is stored as
+        past (valid until then), so "I used to live in Paris" is remembered as history, not as now."""
+        group, seen = episode.group_id, episode.reference_time
+        t = _utc(e.at) if e.at is not None else seen
+        chain = await txn.facts_between(group, subject.id, e.relation)
+        current = [x for x in chain if valid_at_time(x, t) and (obj is None or x.object_id == obj.id)
+                   and (x.valid_at is None or x.valid_at < t)]
+        now = datetime.now(UTC)
+        for x in current:
+            await txn.update_fact(replace(x, invalid_at=t, expired_at=now))
+            await txn.add_fact_source(group, x.id, episode.id, episode.source_message_id)  # the ending's source
+            counts.invalidated += 1
+        if current or obj is None or any(x.object_id == obj.id for x in chain) or not e.fact:
+            return
+        past = Fact(id=fact_id_for(group, subject.id, e.relation, obj.id, None, episode.id), group_id=group,
+                    subject_id=subject.id, object_id=obj.id, subject_name=subject.name, object_name=obj.name,
+                    relation=e.relation, edge_type=e.edge_type, fact=e.fact, confidence=0.8, valid_at=None,
+                    invalid_at=t, created_at=episode.created_at or now, expired_at=now, last_seen=seen,
+                    episode_ids=(episode.id,), source_message_ids=(episode.source_message_id,))
+        await txn.insert_fact(past, vector)
+        counts.added += 1
+
+
+def _utc(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=UTC)

@@ -31,6 +31,7 @@ class Episode:
     platform: str | None = None
     channel_id: str | None = None
     created_at: datetime | None = None
+    speaker: str | None = None  # the name of who said the content (role says which side); None when not known
 
 
 @dataclass(frozen=True, slots=True)

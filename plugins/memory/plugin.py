@@ -135,7 +135,7 @@ class MemoryPlugin:
         response = await self._execute(ctx, enriched, agent_id)
         await self._answer(ctx, req, mctx, response, agent_id)
         if who.groups and response.error is None:
-            await self._emit_episodes(ctx, req, response, who.groups)
+            await self._emit_episodes(ctx, req, response, who)
 
     async def _answer(self, ctx: PluginContext, req: SkillRequest, mctx: MessageContext, response: SkillResponse,
                       agent_id: str) -> None:
@@ -175,7 +175,8 @@ class MemoryPlugin:
         return SkillResponse(content=content, error=error, **base)
 
     async def _emit_episodes(self, ctx: PluginContext, req: SkillRequest, response: SkillResponse,
-                             groups: tuple[GroupId, ...]) -> None:
+                             who: Resolution) -> None:
+        groups = who.groups
         if not req.payload.content.strip():
             ctx.metrics.episodes_not_formed.labels(reason="blank_content").inc()
             self._say(f"request {req.id[:8]} had no words to remember; no episode")
@@ -192,6 +193,7 @@ class MemoryPlugin:
                 platform=req.source.platform,
                 channel_id=req.source.channel_id,
                 user_id=req.source.user_id,
+                speaker_name=speaker_name(who),
                 reference_time=req.timestamp,
             )
             ready = self.gate.offer(episode)
@@ -215,6 +217,13 @@ class MemoryPlugin:
         ctx.metrics.episode_emit_errors.inc()
         log.warning("episode %s for group %s parked in the outbox (%s): %s",
                     episode.episode_id, episode.group_id, self.outbox.path, last)
+
+
+def speaker_name(who: Resolution) -> str | None:
+    """The user's name from users.yaml (display name, else canonical id): first person in their messages is them."""
+    if who.user is None:
+        return None
+    return who.user.display_name or who.user.id
 
 
 def _read_executor_reply(data: bytes) -> tuple[str | None, str | None]:

@@ -24,20 +24,20 @@ async def ask(api: Api, content: str, user: str = "111") -> dict:
 async def test_show_lists_the_callers_active_facts(api: Api) -> None:
     await api.say(JOSH, "I live in Berlin.")
     reply = await ask(api, "/memory show")
-    assert reply["ok"] and reply["items"] == ["User lives in Berlin"]
+    assert reply["ok"] and reply["items"] == ["tester lives in Berlin"]
 
 
 async def test_show_leaves_out_a_superseded_fact(api: Api) -> None:
     await api.say(JOSH, "I live in Berlin.")
     await api.say(JOSH, "I moved from Berlin to London.")
-    assert (await ask(api, "/memory show"))["items"] == ["User lives in London (moved from Berlin)"]
+    assert (await ask(api, "/memory show"))["items"] == ["tester lives in London (moved from Berlin)"]
 
 
 async def test_search_finds_only_in_the_callers_groups(api: Api) -> None:
     await api.say(JOSH, "I work at Acme.")
     await api.say(ANA, "I work at Globex.")
     reply = await ask(api, "/memory search where do I work", user="222")
-    assert reply["ok"] and reply["items"] == ["User works at Globex"]
+    assert reply["ok"] and reply["items"] == ["tester works at Globex"]
 
 
 async def test_clear_by_a_non_admin_is_refused_and_erases_nothing(api: Api) -> None:
@@ -86,7 +86,7 @@ async def test_cli_memory_show_prints_the_users_facts(api: Api, capsys: pytest.C
     await api.say(JOSH, "I live in Berlin.")
     args = api_cli.standalone_parser().parse_args(["memory", "show", "--user", "josh"])
     code = await anyio.to_thread.run_sync(args.handler, api.rt.settings, args)
-    assert code == 0 and "User lives in Berlin" in capsys.readouterr().out
+    assert code == 0 and "tester lives in Berlin" in capsys.readouterr().out
 
 
 async def test_cli_memory_clear_by_a_non_admin_exits_1_with_the_reason(api: Api,

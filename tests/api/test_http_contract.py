@@ -101,14 +101,14 @@ async def test_search_returns_facts_with_graphiti_field_names_and_types(api: Api
     r = await api.http.post("/search", json={"group_ids": [group_id], "query": "where do I live", "max_facts": 3})
     assert r.status_code == 200
     facts = r.json()["facts"]
-    assert [f["fact"] for f in facts] == ["User lives in Berlin"]
+    assert [f["fact"] for f in facts] == ["tester lives in Berlin"]
     assert_shape(facts[0], FACT_FIELDS)
 
 
 async def test_search_without_group_ids_searches_every_group(api: Api, group_id: str) -> None:
     await api.say(group_id, "I live in Lisbon.")
     r = await api.http.post("/search", json={"query": "Lisbon", "max_facts": 5})
-    assert r.status_code == 200 and "User lives in Lisbon" in [f["fact"] for f in r.json()["facts"]]
+    assert r.status_code == 200 and "tester lives in Lisbon" in [f["fact"] for f in r.json()["facts"]]
 
 
 async def test_search_with_a_bad_group_id_is_422_not_500(api: Api) -> None:
@@ -122,14 +122,14 @@ async def test_get_memory_answers_facts_for_the_messages(api: Api, group_id: str
                                                  "messages": [{"role_type": "user", "role": "u",
                                                                "content": "where do I work?"}]})
     assert r.status_code == 200
-    assert [f["fact"] for f in r.json()["facts"]] == ["User works at Acme"]
+    assert [f["fact"] for f in r.json()["facts"]] == ["tester works at Acme"]
 
 
 async def test_entity_edge_returns_the_fact_by_uuid(api: Api, group_id: str) -> None:
     await api.say(group_id, "I live in Berlin.")
     fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})).json()["facts"][0]
     r = await api.http.get(f"/entity-edge/{fact['uuid']}")
-    assert r.status_code == 200 and r.json()["fact"] == "User lives in Berlin"
+    assert r.status_code == 200 and r.json()["fact"] == "tester lives in Berlin"
     assert_shape(r.json(), FACT_FIELDS)
 
 

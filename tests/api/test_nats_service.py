@@ -42,17 +42,17 @@ async def test_nats_episodes_by_group_newest_first(api: Api, group_id: str) -> N
 
 async def test_nats_traverse_walks_from_the_named_entity(api: Api, group_id: str) -> None:
     await api.say(group_id, "I work at Acme. Acme depends on Postgres.")
-    body, _ = await api.nats("traverse", {"group_id": group_id, "entity": "User", "max_hops": 2})
-    assert {h["fact"]["fact"] for h in body["hops"]} >= {"User works at Acme"}
+    body, _ = await api.nats("traverse", {"group_id": group_id, "entity": "tester", "max_hops": 2})
+    assert {h["fact"]["fact"] for h in body["hops"]} >= {"tester works at Acme"}
 
 
 async def test_nats_history_and_as_of_show_a_superseded_fact(api: Api, group_id: str) -> None:
     await api.say(group_id, "I live in Berlin.")
     await api.say(group_id, "I moved from Berlin to London.")
-    history, _ = await api.nats("history", {"group_id": group_id, "entity": "User", "relation": "lives_in"})
-    assert [f["fact"] for f in history["facts"]][-1] == "User lives in Berlin" and len(history["facts"]) == 2
+    history, _ = await api.nats("history", {"group_id": group_id, "entity": "tester", "relation": "lives_in"})
+    assert [f["fact"] for f in history["facts"]][-1] == "tester lives in Berlin" and len(history["facts"]) == 2
     now, _ = await api.nats("as-of", {"group_id": group_id, "as_of": datetime.now(UTC).isoformat()})
-    assert [f["fact"] for f in now["facts"] if "lives" in f["fact"]] == ["User lives in London (moved from Berlin)"]
+    assert [f["fact"] for f in now["facts"] if "lives" in f["fact"]] == ["tester lives in London (moved from Berlin)"]
 
 
 async def test_nats_entity_by_id_after_entity_search(api: Api, group_id: str) -> None:

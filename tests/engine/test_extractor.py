@@ -1,12 +1,14 @@
-"""The offline extractor: the statements of the seeds become the right facts, lists become one fact per item."""
+"""The regex rules: the statements of the seeds become the right facts, lists become one fact per item."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mnemobus.engine.extract import extract_text
+from mnemobus.engine.extract_rules import extract_text
+
+T = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def triples(text: str) -> list[tuple[str, str, str]]:
@@ -58,10 +60,10 @@ def test_like_as_a_verb_agrees_with_its_subject() -> None:
     ("I use vim", 0),
 ])
 def test_a_past_time_phrase_dates_the_fact_before_the_message_and_leaves_the_object(text: str, days: int) -> None:
-    (fact,) = extract_text(text).facts
-    assert fact.before == timedelta(days=days)
+    (fact,) = extract_text(text, reference_time=T).facts
+    assert (fact.valid_from or T) == T - timedelta(days=days)
     assert not any(w in fact.object.lower().split() for w in ("last", "ago", "weeks", "years", "month"))
 
 
 def test_a_future_time_phrase_is_not_taken_for_a_past_one() -> None:
-    assert extract_text("I live in Oslo and will move next month").facts[0].before == timedelta(0)
+    assert extract_text("I live in Oslo and will move next month", reference_time=T).facts[0].valid_from is None

@@ -3,7 +3,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemobus.envelope import SkillRequest
+from mnemobus.envelope import EpisodeMessage, SkillRequest
 
 
 def _request(extra: dict | None = None) -> dict:
@@ -42,3 +42,14 @@ def test_any_unicode_content_round_trips(content, user):
     req = SkillRequest.model_validate(body)
     again = SkillRequest.model_validate_json(req.to_wire())
     assert again.payload.content == content and again.source.user_id == user
+
+
+def test_an_episode_carries_its_speakers_name_in_camel_case():
+    episode = EpisodeMessage(episode_id="e1", group_id="g", content="hi", source_message_id="m1", speaker_name="Anna")
+    wire = json.loads(episode.to_wire())
+    assert wire["speakerName"] == "Anna" and EpisodeMessage.model_validate(wire).speaker_name == "Anna"
+
+
+def test_an_episode_from_an_older_publisher_has_no_speaker_name():
+    old = {"v": 1, "episodeId": "e1", "groupId": "g", "content": "hi", "sourceMessageId": "m1", "role": "user"}
+    assert EpisodeMessage.model_validate(old).speaker_name is None
