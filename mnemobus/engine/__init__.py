@@ -16,7 +16,7 @@ import anyio.to_thread
 from mnemobus.config import Settings
 from mnemobus.engine.embed import Embedder, make_embedder
 from mnemobus.engine.extract import Extractor
-from mnemobus.engine.extract_rules import RulesExtractor
+from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.ingest import Disambiguator, Ingestor, word_subset_disambiguator
 from mnemobus.engine.recall import checked_groups, recall
 from mnemobus.engine.scoring import rrf
@@ -39,7 +39,7 @@ class MemoryEngine:
     def __init__(self, store: GraphStore, extractor: Extractor | None = None, embedder: Embedder | None = None,
                  disambiguator: Disambiguator = word_subset_disambiguator) -> None:
         self.store = store
-        self.extractor = extractor or RulesExtractor()
+        self.extractor = extractor or ParsedExtractor()
         self.embedder = embedder
         self._ingestor = Ingestor(store, self.extractor, embedder, disambiguator)
         self._warming_claimed = False
@@ -169,4 +169,4 @@ async def open_engine(settings: Settings) -> MemoryEngine:
     embedder = make_embedder(emb.provider, emb.model, emb.cache_dir)
     store = build_store(settings, embedder.dim)
     await store.open()
-    return MemoryEngine(store, RulesExtractor(), embedder)
+    return MemoryEngine(store, ParsedExtractor(), embedder)

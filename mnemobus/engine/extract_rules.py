@@ -180,6 +180,7 @@ _RULES: tuple[_Rule, ...] = (
     _rule(_SUBJ + r"\s+reports?\s+to\s+" + _OBJ, _simple("reports_to", "reports to", "hierarchical", "person", "person")),
 )
 
+_CHANGE_RULES = _RULES[:4]
 _NAME_IS = re.compile(r"\b(?i:my name is|call me|i am called|i'm called)\s+(?P<n>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)")
 _SENTENCES = re.compile(r"(?<=[.!?;\n])\s+|\n+")
 
@@ -223,7 +224,7 @@ def took_effect_before(sentence: str) -> timedelta:
     return timedelta(days=count * _DAYS_PER[m.group("unit").lower()])
 
 
-def rule_facts(sentence: str) -> tuple[list[ExtractedFact], list[str]]:
+def rule_facts(sentence: str, rules: tuple[_Rule, ...] | None = None) -> tuple[list[ExtractedFact], list[str]]:
     """The rules on one sentence: facts with first person as `SPEAKER` (`fact` sentences say "{SPEAKER} ..."),
     and the names the speaker gave themselves. `valid_from` is left unset; `took_effect_before` dates them."""
     facts: list[ExtractedFact] = []
@@ -236,7 +237,7 @@ def rule_facts(sentence: str) -> tuple[list[ExtractedFact], list[str]]:
     if took_effect_before(sentence):  # the time phrase said, it leaves the clause, so no object swallows it
         sentence = re.sub(r"\s+", " ", _WHEN.sub("", sentence)).strip(" ,")
     taken: list[tuple[int, int]] = []
-    for rule in _RULES:
+    for rule in _RULES if rules is None else rules:
         for m in rule.pattern.finditer(sentence):
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue
@@ -248,6 +249,19 @@ def rule_facts(sentence: str) -> tuple[list[ExtractedFact], list[str]]:
                 taken.append((m.start(), m.end()))
                 facts.extend(built)
     return facts, aliases
+
+
+def change_facts(text: str) -> tuple[list[ExtractedFact], list[str]]:
+    """Only the rules for changes ("moved from X to Y", "switched from X to Y", "replaced X with Y", "decided to
+    adopt X"): they read both sides of a change precisely, which the parser extractor uses them for. First person
+    is `SPEAKER`; also the names the speaker gave themselves."""
+    facts: list[ExtractedFact] = []
+    names: list[str] = []
+    for sentence in _SENTENCES.split(text):
+        found, said = rule_facts(sentence, _CHANGE_RULES)
+        facts.extend(found)
+        names.extend(said)
+    return facts, names
 
 
 def as_said_by(f: ExtractedFact, speaker: Speaker) -> ExtractedFact:

@@ -69,14 +69,15 @@ _DISTINCT_KINDS = ({"person", "agent"}, {"pet"}, {"place"}, {"organization"}, {"
 
 
 def types_compatible(a: str, b: str) -> bool:
-    """May an entity of type `a` be the one a name of type `b` refers to? Unknown types match anything; people,
-    pets, places, organisations, events and dates only themselves; the looser kinds (products, concepts,
-    technologies, foods, activities...) one another, since extractors often disagree on those."""
+    """May an entity of type `a` be the one a name of type `b` refers to? Two of the distinct kinds (people, pets,
+    places, organisations, events, dates) never; anything else may, since extractors (and a parser's named-entity
+    labels) often disagree on the looser kinds: "ProjectX" is a project in one sentence and an organisation in
+    the next."""
     if a == b or UNTYPED in (a, b):
         return True
     kind_a = next((k for k in _DISTINCT_KINDS if a in k), None)
     kind_b = next((k for k in _DISTINCT_KINDS if b in k), None)
-    return kind_a is kind_b
+    return kind_a is None or kind_b is None or kind_a is kind_b
 
 
 def fact_id_for(group_id: str, subject_id: str, relation: str, object_id: str, valid_at: datetime | None, episode_id: str) -> str:

