@@ -72,5 +72,14 @@ class PipelineMetrics:
         self.http_errors = Counter(
             "mnemobus_http_errors_total", "HTTP requests that ended in an unexpected error (a 500), by exception kind",
             ["kind"], registry=r)
+        self.extraction_facts = Histogram(
+            "mnemobus_extraction_facts_per_episode", "Facts and endings the extractor found in one stored episode, "
+            "by extractor", ["extractor"], buckets=(0, 1, 2, 3, 5, 8, 13, 21, 34), registry=r)
+        self.extraction_empty = Counter(
+            "mnemobus_extraction_empty_episodes_total", "Stored episodes the extractor found nothing in, by extractor "
+            "(a graph that learns nothing shows here)", ["extractor"], registry=r)
+        self.extraction_seconds = Histogram(
+            "mnemobus_extraction_duration_seconds", "Extractor time per call (a worker batch), by extractor",
+            ["extractor"], buckets=_LATENCY_BUCKETS, registry=r)
         self.identity_reloads = Counter(
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)

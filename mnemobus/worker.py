@@ -74,6 +74,11 @@ class EpisodeWorker:
         self.last_processed_at: datetime | None = None
         self.restarts = 0
         self.retry_log = ThrottledLog(log)  # a store outage retries every pending episode: a line per reason and 10 s
+        if hasattr(engine, "observe_extraction"):
+            engine.observe_extraction(self._extracted)
+
+    def _extracted(self, extractor: str, episodes: int, seconds: float) -> None:
+        self.metrics.extraction_seconds.labels(extractor=extractor).observe(seconds)
 
     def consumer_config(self) -> ConsumerConfig:
         return ConsumerConfig(
@@ -195,6 +200,10 @@ class EpisodeWorker:
         self.processed += 1
         self.last_processed_at = datetime.now(timezone.utc)
         self.metrics.episodes_stored.labels(created=str(outcome.created).lower()).inc()
+        if outcome.created and outcome.extractor:
+            self.metrics.extraction_facts.labels(extractor=outcome.extractor).observe(outcome.facts_extracted)
+            if outcome.facts_extracted == 0:
+                self.metrics.extraction_empty.labels(extractor=outcome.extractor).inc()
         if self.echo and not episode.group_id.startswith("worldstate-"):  # the poller's canaries stay quiet
             self.echo(f"[worker] stored episode {episode.id[:8]} in {episode.group_id}"
                       f" ({outcome.facts_added} new fact(s), {outcome.facts_reinforced} reinforced,"

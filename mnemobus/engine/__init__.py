@@ -17,7 +17,7 @@ from mnemobus.config import Settings
 from mnemobus.engine.embed import Embedder, make_embedder
 from mnemobus.engine.extract import Extractor
 from mnemobus.engine.extract_parse import ParsedExtractor
-from mnemobus.engine.ingest import Disambiguator, Ingestor, word_subset_disambiguator
+from mnemobus.engine.ingest import Disambiguator, ExtractionObserver, Ingestor, word_subset_disambiguator
 from mnemobus.engine.recall import checked_groups, recall
 from mnemobus.engine.scoring import rrf
 from mnemobus.engine.text import display_name, normalise_name, query_terms
@@ -52,6 +52,10 @@ class MemoryEngine:
     async def ingest(self, episode: Episode) -> IngestOutcome:
         """One transaction, idempotent by episode id; InvalidMessage for bad input, StoreUnavailable for transient."""
         return await self._ingestor.ingest(episode)
+
+    def observe_extraction(self, observer: ExtractionObserver) -> None:
+        """Tell `observer(extractor, episodes, seconds)` after every extraction call (the worker's metrics)."""
+        self._ingestor.observers.append(observer)
 
     async def ingest_many(self, episodes: Sequence[Episode]) -> list[IngestOutcome | BaseException]:
         """A batch (what the worker fetched): one embedding call for all, one transaction per episode.

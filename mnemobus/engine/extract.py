@@ -124,6 +124,12 @@ class Extraction:
     entities: tuple[ExtractedEntity, ...] = ()
     facts: tuple[ExtractedFact, ...] = ()
     endings: tuple[ExtractedEnding, ...] = ()
+    extractor: str = ""  # which extractor made it, when one delegates (a fallback); ingest fills in its own name
+
+    @property
+    def statements(self) -> int:
+        """Facts and endings: what the metrics count as learnt from one episode."""
+        return len(self.facts) + len(self.endings)
 
 
 @runtime_checkable

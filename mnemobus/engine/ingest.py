@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -34,6 +35,8 @@ EMBED_EPISODE_CHARS = 2000
 
 # (new name, existing entity) -> merge? Called only for similarities in [0.70, 0.85).
 Disambiguator = Callable[[str, Entity], bool]
+# (extractor name, episodes, seconds): told after every extraction call, for the worker's metrics
+ExtractionObserver = Callable[[str, int, float], None]
 
 
 def word_subset_disambiguator(name: str, existing: Entity) -> bool:
@@ -159,6 +162,7 @@ class Ingestor:
         self.extractor = extractor
         self.embedder = embedder
         self.disambiguator = disambiguator
+        self.observers: list[ExtractionObserver] = []
 
     async def ingest(self, episode: Episode) -> IngestOutcome:
         result = (await self.ingest_many([episode]))[0]
@@ -216,18 +220,24 @@ class Ingestor:
         """Each episode's extraction or the exception it alone raised; a batch extractor gets them all at once."""
         if not episodes:
             return []
+        started = time.perf_counter()
+        out: list[Extraction | Exception] = []
         if isinstance(self.extractor, BatchExtractor):
             try:
-                return list(await self.extractor.extract_many(episodes))
+                out = list(await self.extractor.extract_many(episodes))
             except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
-                return [exc] * len(episodes)
-        out: list[Extraction | Exception] = []
-        for episode in episodes:
-            try:
-                out.append(await self.extractor.extract(episode))
-            except Exception as exc:  # noqa: BLE001 - reported in the slot
-                out.append(exc)
-        return out
+                out = [exc] * len(episodes)
+        else:
+            for episode in episodes:
+                try:
+                    out.append(await self.extractor.extract(episode))
+                except Exception as exc:  # noqa: BLE001 - reported in the slot
+                    out.append(exc)
+        elapsed = time.perf_counter() - started
+        for observe in self.observers:
+            observe(self.extractor.name, len(episodes), elapsed)
+        return [x if isinstance(x, Exception) or x.extractor else replace(x, extractor=self.extractor.name)
+                for x in out]
 
     async def _already_stored(self, checked: list[tuple[int, Episode]],
                               results: list[IngestOutcome | BaseException | None]) -> dict[str, set[str]]:
@@ -256,7 +266,8 @@ class Ingestor:
                 await self._apply(txn, episode, p.extraction, p.vectors, counts)
             return IngestOutcome(episode.id, created=True, screened=p.screened, entities=counts.entities,
                                  facts_added=counts.added, facts_reinforced=counts.reinforced,
-                                 facts_invalidated=counts.invalidated)
+                                 facts_invalidated=counts.invalidated, facts_extracted=p.extraction.statements,
+                                 extractor=p.extraction.extractor)
 
         return work
 
@@ -291,9 +302,11 @@ class Ingestor:
         if not canonical:
             return None
         group = episode.group_id
-        found = await txn.entity_by_alias(group, canonical)
-        if found is not None and not types_compatible(found.type, type_):
-            found = None  # Jordan the country is not Jordan the friend
+        found = None if type_ == UNTYPED else await txn.entity_by_alias(group, canonical, (type_, UNTYPED))
+        if found is None:
+            found = await txn.entity_by_alias(group, canonical)
+            if found is not None and not types_compatible(found.type, type_):
+                found = None  # Jordan the country is not Jordan the friend
         if found is None and vector is not None:
             for candidate, similarity in await txn.similar_entities(group, vector, 3):
                 if (candidate.canonical_name in keep_apart or numbers_differ(canonical, candidate.canonical_name)

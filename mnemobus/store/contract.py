@@ -109,8 +109,12 @@ class WriteTxn(Protocol):
         An id stored in another group raises InvalidMessage("episode_id_conflict"): a different episode, not
         a replay, and never silently taken for one."""
 
-    async def entity_by_alias(self, group_id: GroupId, alias: str) -> Entity | None:
-        """The entity that has this normalised alias (its canonical name is always one) in the group."""
+    async def entity_by_alias(self, group_id: GroupId, alias: str, types: Sequence[str] | None = None) -> Entity | None:
+        """The entity that has this normalised alias (its canonical name is always one) in the group.
+
+        An alias belongs to at most one entity of each type (Jordan the place and Jordan the person share one);
+        with `types`, only an entity of one of them is returned, the earliest in `types` first; without, the
+        earliest seen (then the lowest id)."""
 
     async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
         """Up to k entities of the group with an embedding, most similar first, with cosine similarity."""
@@ -296,6 +300,14 @@ class Warming(Protocol):
     async def warm(self, max_groups: int) -> list[GroupId]:
         """Load the indexes of up to `max_groups` groups, most recently written first, while they fit the
         memory budget; the groups loaded."""
+
+
+def pick_by_type(found: Sequence[tuple[str, T]], types: Sequence[str] | None) -> T:
+    """What an alias lookup answers from its (type, entity) rows, earliest seen first: the entity of the earliest
+    type asked for, else the first."""
+    if types is None:
+        return found[0][1]
+    return min(found, key=lambda tf: list(types).index(tf[0]))[1]
 
 
 async def neighbourhood(store: GraphStore, group_id: GroupId, entity_ids: Sequence[str], **walk: Any) -> list[FactHop]:

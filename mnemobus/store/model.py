@@ -80,6 +80,8 @@ class IngestOutcome:
     facts_added: int = 0
     facts_reinforced: int = 0
     facts_invalidated: int = 0
+    facts_extracted: int = 0  # facts and endings the extractor stated (0 when screened or a replay)
+    extractor: str = ""  # the extractor that read the episode ("" when none did)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ from neo4j import exceptions as nx
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
 from mnemobus.groups import GroupId
 from mnemobus.migrate import GroupExport
-from mnemobus.store.contract import DeleteCounts, Hit, Step, Vector
+from mnemobus.store.contract import DeleteCounts, Hit, Step, Vector, pick_by_type
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact
 from mnemobus.store.neo4j_mirror import (DELTA, KINDS, LOAD_COLUMNS, PAGE, SIZES, UNSTAMPED, GroupMirror,
                                         MirrorCache)
@@ -104,7 +104,8 @@ SCHEMA: tuple[str, ...] = (
     "CREATE CONSTRAINT mb_episode_id IF NOT EXISTS FOR (n:Episode) REQUIRE n.id IS UNIQUE",
     "CREATE CONSTRAINT mb_entity_id IF NOT EXISTS FOR (n:Entity) REQUIRE n.id IS UNIQUE",
     "CREATE CONSTRAINT mb_fact_id IF NOT EXISTS FOR ()-[r:FACT]-() REQUIRE r.id IS UNIQUE",
-    "CREATE CONSTRAINT mb_alias_key IF NOT EXISTS FOR (n:Alias) REQUIRE (n.group_id, n.key) IS UNIQUE",
+    # one entity per alias and type (before issue 23: per alias; _ensure_schema moves a store over)
+    "CREATE CONSTRAINT mb_alias_typed_key IF NOT EXISTS FOR (n:Alias) REQUIRE (n.group_id, n.key, n.type) IS UNIQUE",
     "CREATE INDEX mb_episode_group IF NOT EXISTS FOR (n:Episode) ON (n.group_id, n.reference_time)",
     "CREATE INDEX mb_entity_group IF NOT EXISTS FOR (n:Entity) ON (n.group_id)",
     "CREATE INDEX mb_fact_group IF NOT EXISTS FOR ()-[r:FACT]-() ON (r.group_id)",
@@ -366,12 +367,12 @@ _FLUSH = (
     "  RETURN count(*) AS n_eps } "
     "CALL { WITH vers UNWIND $ents AS p CREATE (e:Entity) SET e = p, e.ver = " + _VER.format("p") + " WITH e, p "
     "  CALL { WITH e, p UNWIND p.aliases AS key "
-    "    MERGE (a:Alias {group_id: p.group_id, key: key}) ON CREATE SET a.entity_id = p.id "
+    "    MERGE (a:Alias {group_id: p.group_id, key: key, type: p.type}) ON CREATE SET a.entity_id = p.id "
     "    FOREACH (_ IN CASE WHEN a.entity_id = p.id THEN [1] ELSE [] END | MERGE (a)-[:ALIAS_OF]->(e)) } "
     "  RETURN count(*) AS n_ents } "
     "CALL { WITH vers UNWIND $obs AS o "
     "  CALL { WITH o, vers MATCH (e:Entity {id: o.id, group_id: o.g}) "
-    "    MERGE (a:Alias {group_id: o.g, key: o.alias}) ON CREATE SET a.entity_id = o.id "
+    "    MERGE (a:Alias {group_id: o.g, key: o.alias, type: e.type}) ON CREATE SET a.entity_id = o.id "
     "    SET e.name = o.name, e.ver = [v IN vers WHERE v.g = o.g | v.v][0], "
     "        e.aliases = CASE WHEN a.entity_id = o.id AND NOT o.alias IN coalesce(e.aliases, []) "
     "                         THEN coalesce(e.aliases, []) + o.alias ELSE e.aliases END, "
@@ -548,18 +549,20 @@ class _Neo4jWriteTxn:
         self._p.episode_ids.add(episode.id)
         return True
 
-    async def entity_by_alias(self, group_id: GroupId, alias: str) -> Entity | None:
+    async def entity_by_alias(self, group_id: GroupId, alias: str, types: Sequence[str] | None = None) -> Entity | None:
         if (group_id, alias) in self._p.alias_keys:
             await self.flush()
         query = (
-            "MATCH (:Alias {group_id: $g, key: $k})-[:ALIAS_OF]->(e:Entity {group_id: $g}) "
-            f"RETURN {_E} AS e LIMIT 1"
+            "MATCH (a:Alias {group_id: $g, key: $k})-[:ALIAS_OF]->(e:Entity {group_id: $g}) "
+            "WHERE $types IS NULL OR a.type IN $types "
+            f"RETURN {_E} AS e, a.type AS t ORDER BY e.first_seen, e.id"
         )
-        rows = await self._run(query, g=group_id, k=alias)
-        if rows and rows[0]["e"]["id"] in self._p.entities:
+        params = {"g": group_id, "k": alias, "types": list(types) if types is not None else None}
+        rows = await self._run(query, **params)
+        if any(r["e"]["id"] in self._p.entities for r in rows):
             await self.flush()
-            rows = await self._run(query, g=group_id, k=alias)
-        return _entity(rows[0]["e"]) if rows else None
+            rows = await self._run(query, **params)
+        return _entity(pick_by_type([(r["t"], r["e"]) for r in rows], types)) if rows else None
 
     async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
         """From the group's mirror plus the entities this transaction wrote, when the store mirrors the group.
@@ -801,6 +804,12 @@ class Neo4jStore:
         for q in ("SHOW CONSTRAINTS YIELD name", "SHOW INDEXES YIELD name"):
             records, _, _ = await driver.execute_query(q, database_=self.database)
             have.update(r["name"] for r in records)
+        if "mb_alias_key" in have:  # aliases keyed without the entity's type: give each its type, then re-key
+            await driver.execute_query(
+                "MATCH (a:Alias) WHERE a.type IS NULL OPTIONAL MATCH (a)-[:ALIAS_OF]->(e:Entity) "
+                "CALL { WITH a, e SET a.type = coalesce(e.type, 'thing') } IN TRANSACTIONS OF 10000 ROWS",
+                database_=self.database)
+            await driver.execute_query("DROP CONSTRAINT mb_alias_key IF EXISTS", database_=self.database)
         missing = [q for q in SCHEMA if re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) not in have]  # type: ignore[union-attr]
         for q in missing:
             try:
@@ -1789,7 +1798,7 @@ class Neo4jStore:
                 tx,
                 _BUMP + "UNWIND $rows AS p CREATE (e:Entity) SET e = p, e.ver = " + _VER.format("p") + " "
                 "WITH e, p UNWIND e.aliases AS key "
-                "MERGE (a:Alias {group_id: p.group_id, key: key}) ON CREATE SET a.entity_id = p.id "
+                "MERGE (a:Alias {group_id: p.group_id, key: key, type: p.type}) ON CREATE SET a.entity_id = p.id "
                 "WITH e, a, p WHERE a.entity_id = p.id MERGE (a)-[:ALIAS_OF]->(e)",
                 {"rows": rows, "groups": sorted({r["group_id"] for r in rows})},
             ))

@@ -29,7 +29,7 @@ import numpy as np
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
 from mnemobus.store.sqlite_tx import immediate
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Step, Vector, WriteTxn
+from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Step, Vector, WriteTxn, pick_by_type
 from mnemobus.store.fact_graph import EPOCH as _EPOCH
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.fact_graph import utc_from_seconds as _dt
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: fact rows stamped with their group's version (sqlite_graph)
+SCHEMA_VERSION = 3  # 2: fact rows stamped with their group's version (sqlite_graph); 3: aliases keyed by type
 BUSY_TIMEOUT_S = 1.0
 READERS = 4  # reader connections per store (see SqliteStore._borrow)
 READER_CACHE_KB = 16_384  # reads go through the memory map; the page cache only holds what it does not cover
@@ -67,8 +67,8 @@ CREATE TABLE IF NOT EXISTS entities(
   first_seen REAL, last_seen REAL, embedding BLOB);
 CREATE INDEX IF NOT EXISTS entities_group ON entities(group_id);
 CREATE TABLE IF NOT EXISTS aliases(
-  group_id TEXT NOT NULL, alias TEXT NOT NULL, entity_id TEXT NOT NULL,
-  PRIMARY KEY(group_id, alias)) WITHOUT ROWID;
+  group_id TEXT NOT NULL, alias TEXT NOT NULL, type TEXT NOT NULL, entity_id TEXT NOT NULL,
+  PRIMARY KEY(group_id, alias, type)) WITHOUT ROWID;  -- one entity per alias and type (see add_alias_types)
 CREATE INDEX IF NOT EXISTS aliases_entity ON aliases(entity_id);
 CREATE TABLE IF NOT EXISTS facts(
   id TEXT PRIMARY KEY, group_id TEXT NOT NULL, subject_id TEXT NOT NULL, object_id TEXT NOT NULL,
@@ -105,6 +105,24 @@ _EPISODE_COLUMNS = (
     "id, group_id, content, role, source_message_id, reference_time, response, agent_id, platform,"
     " channel_id, created_at"
 )
+
+
+def add_alias_types(conn: sqlite3.Connection) -> None:
+    """Schema 3: an alias is unique per type, not per group (Jordan the place and Jordan the person). A file from
+    before gets the column, each alias the type of its entity."""
+    if "type" in {row[1] for row in conn.execute("PRAGMA table_info(aliases)")}:
+        return
+    with conn:
+        conn.executescript("""
+            CREATE TABLE aliases_typed(
+              group_id TEXT NOT NULL, alias TEXT NOT NULL, type TEXT NOT NULL, entity_id TEXT NOT NULL,
+              PRIMARY KEY(group_id, alias, type)) WITHOUT ROWID;
+            INSERT INTO aliases_typed SELECT a.group_id, a.alias, coalesce(e.type, 'thing'), a.entity_id
+              FROM aliases a LEFT JOIN entities e ON e.id = a.entity_id;
+            DROP TABLE aliases;
+            ALTER TABLE aliases_typed RENAME TO aliases;
+            CREATE INDEX IF NOT EXISTS aliases_entity ON aliases(entity_id);
+        """)
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -311,6 +329,7 @@ class SqliteStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
             conn.executescript(_SCHEMA)
+            add_alias_types(conn)
             add_versioning(conn)
             conn.execute("DROP INDEX IF EXISTS facts_walk_subject")  # schema 1 walked the graph in SQL
             conn.execute("DROP INDEX IF EXISTS facts_walk_object")
@@ -916,7 +935,8 @@ def _insert_entity(c: sqlite3.Connection, e: Entity, vec: Vector | None) -> None
     )
     rowid = cur.lastrowid
     for alias in dict.fromkeys((e.canonical_name, *e.aliases)):
-        c.execute("INSERT OR IGNORE INTO aliases(group_id, alias, entity_id) VALUES (?,?,?)", (e.group_id, alias, e.id))
+        c.execute("INSERT OR IGNORE INTO aliases(group_id, alias, type, entity_id) VALUES (?,?,?,?)",
+                  (e.group_id, alias, e.type, e.id))
     c.execute(
         "INSERT INTO entities_fts(rowid, gtok, body) VALUES (?,?,?)",
         (rowid, group_token(e.group_id), _entity_fts_body(c, e.group_id, e.id, e.name)),
@@ -1017,12 +1037,15 @@ class SqliteTxn:
 
         return await self._do(w)
 
-    async def entity_by_alias(self, group_id: GroupId, alias: str) -> Entity | None:
+    async def entity_by_alias(self, group_id: GroupId, alias: str, types: Sequence[str] | None = None) -> Entity | None:
         def r(c: sqlite3.Connection) -> Entity | None:
-            row = c.execute("SELECT entity_id FROM aliases WHERE group_id = ? AND alias = ?", (group_id, alias)).fetchone()
-            if row is None:
+            rows = [(t, eid) for t, eid in c.execute(
+                "SELECT a.type, a.entity_id FROM aliases a JOIN entities e ON e.id = a.entity_id"
+                " WHERE a.group_id = ? AND a.alias = ? ORDER BY e.first_seen, e.id", (group_id, alias))
+                if types is None or t in types]
+            if not rows:
                 return None
-            found = _load_entities(c, group_id, [row[0]])
+            found = _load_entities(c, group_id, [pick_by_type(rows, types)])
             return found[0] if found else None
 
         return await self._do(r)
@@ -1052,7 +1075,8 @@ class SqliteTxn:
                 " first_seen = min(coalesce(first_seen, ?), ?) WHERE id = ?",
                 (name, t, t, t, t, entity_id),
             )
-            c.execute("INSERT OR IGNORE INTO aliases(group_id, alias, entity_id) VALUES (?,?,?)", (group_id, alias, entity_id))
+            c.execute("INSERT OR IGNORE INTO aliases(group_id, alias, type, entity_id)"
+                      " SELECT ?, ?, type, id FROM entities WHERE id = ?", (group_id, alias, entity_id))
             c.execute("DELETE FROM entities_fts WHERE rowid = ?", (row[0],))
             c.execute(
                 "INSERT INTO entities_fts(rowid, gtok, body) VALUES (?,?,?)",

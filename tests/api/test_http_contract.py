@@ -219,3 +219,14 @@ async def test_openapi_document_lists_every_graphiti_path(api: Api) -> None:
                 ("/group/{group_id}", "delete"), ("/episode/{uuid}", "delete"), ("/clear", "post"),
                 ("/entity-node", "post")}
     assert {(p, m) for p, ops in paths.items() for m in ops} >= expected
+
+
+async def test_messages_from_two_speakers_in_one_group_keep_their_own_facts(api: Api, group_id: str) -> None:
+    r = await api.http.post("/messages", json={"group_id": group_id, "messages": [
+        {"role_type": "user", "role": "Anna", "content": "I live in Oslo."},
+        {"role_type": "user", "role": "Ben", "content": "I live in Rome."},
+        {"role_type": "assistant", "role": "helper", "content": "I live in the cloud."}]})
+    assert r.status_code == 202
+    await wait_for(lambda: api.store.count_episodes(group_id), 3)
+    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "who lives where", "max_facts": 5})
+    assert sorted(f["fact"] for f in r.json()["facts"]) == ["Anna lives in Oslo", "Ben lives in Rome"]

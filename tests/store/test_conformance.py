@@ -170,6 +170,21 @@ async def test_entity_is_found_by_each_alias(store: GraphStore, group: GroupId) 
     }
 
 
+async def test_one_alias_names_one_entity_of_each_type(store: GraphStore, group: GroupId) -> None:
+    friend = replace(entity(group, "Jordan"), id=f"{group}:jordan-person")
+    country = replace(entity(group, "Jordan", kind="place"), id=f"{group}:jordan-place")
+    await put(store, entities=[friend, country])
+    async with store.transaction() as tx:
+        await tx.observe_entity(group, country.id, name="Jordan", alias="hashemite kingdom", seen=T0)
+        asked = {types: await tx.entity_by_alias(group, "jordan", types)
+                 for types in (("person",), ("place",), ("place", "person"), ("pet",), None)}
+        kingdom = await tx.entity_by_alias(group, "hashemite kingdom", ("place",))
+    assert {t: (e.id if e else None) for t, e in asked.items()} == {
+        ("person",): friend.id, ("place",): country.id, ("place", "person"): country.id, ("pet",): None,
+        None: friend.id}
+    assert kingdom is not None and kingdom.id == country.id
+
+
 async def test_observed_entity_takes_new_name_alias_and_seen_range(store: GraphStore, group: GroupId) -> None:
     await put(store, entities=[entity(group, "Robert")])
     async with store.transaction() as tx:
