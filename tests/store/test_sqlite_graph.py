@@ -17,7 +17,7 @@ import pytest
 
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import Standing
-from mnemobus.store.sqlite import SqliteStore
+from mnemobus.store.sqlite import SCHEMA_VERSION, SqliteStore
 from test_conformance import T0, alice_graph, entity, episode, fact, put, vec  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio
@@ -142,7 +142,7 @@ async def test_a_file_written_before_versions_is_versioned_on_open_and_walked(tm
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
 
 
 async def test_a_deletion_in_a_group_not_written_since_versions_existed_reaches_the_graph(tmp_path: Path) -> None:
