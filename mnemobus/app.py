@@ -132,7 +132,7 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True,
             await bus.ensure_streams()
             identity = IdentityRegistry(settings.identity.users_file,
                                         on_reload=lambda o: metrics.identity_reloads.labels(outcome=o).inc())
-            engine = await open_engine(settings) if need_engine else None
+            engine = await open_engine(settings, metrics.llm) if need_engine else None
             if engine is not None:
                 await _warm_up(engine)
             try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mnemobus.api.settings import ApiSettings
@@ -61,13 +61,63 @@ class StoreSettings(Section):
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)
 
 
+class EndpointSettings(Section):
+    """What every OpenAI-compatible endpoint needs: where, who, and how long to wait."""
+
+    base_url: str = Field(default="http://127.0.0.1:8080/v1", description="up to and including /v1")
+    model: str = Field(default="", description="the model name the endpoint expects")
+    api_key: SecretStr | None = Field(default=None, description="set it from the environment, never in the file")
+    api_key_env: str | None = Field(default=None, description="or name the environment variable holding the key "
+                                    "(e.g. OPENAI_API_KEY); checked at start")
+    timeout_s: float = Field(default=60.0, gt=0, description="the whole of one HTTP call")
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10, description="on 429, 5xx, timeouts and transport errors")
+    backoff_base_s: float = Field(default=0.5, gt=0, description="first retry after ~this, doubling, jittered")
+    backoff_max_s: float = Field(default=8.0, gt=0, description="longest wait between attempts; a Retry-After "
+                                 "longer than this gives up at once")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        v = v.strip()
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+    def resolved_api_key(self) -> str | None:
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def check_ready(self, section: str) -> None:
+        """For an endpoint that will be used: a model and, when a key variable is named, the variable."""
+        if not self.model.strip():
+            raise ValueError(f"{section}.model must name the endpoint's model")
+        if self.api_key is None and self.api_key_env and not os.environ.get(self.api_key_env):
+            raise ValueError(f"{section}.api_key_env names {self.api_key_env}, which is not set in the environment")
+
+
+class OpenAIEmbeddingSettings(EndpointSettings):
+    dim: int = Field(default=384, gt=0, le=8192, description="the model's vector size; every answer is checked "
+                     "against it (the store is built for it)")
+    timeout_s: float = Field(default=30.0, gt=0)
+
+
 class EmbeddingSettings(Section):
-    provider: Literal["local", "static", "hash"] = Field(
+    provider: Literal["local", "static", "hash", "openai"] = Field(
         default="static", description="local: the ONNX transformer; static: a token table distilled from it "
-        "(~1000x faster, somewhat less precise); hash: deterministic, for tests")
+        "(~1000x faster, somewhat less precise); hash: deterministic, for tests; openai: any OpenAI-compatible "
+        "/embeddings endpoint (memory.embedding.openai)")
     model: str = "all-MiniLM-L6-v2-int8"
     cache_dir: Path = Field(default=Path("data/embeddings"), description="where the static table is cached")
-    batch_size: int = Field(default=64, gt=0)
+    batch_size: int = Field(default=64, gt=0, description="texts per call to an openai endpoint")
+    openai: OpenAIEmbeddingSettings = Field(default_factory=OpenAIEmbeddingSettings)
+
+    @model_validator(mode="after")
+    def _openai_ready(self) -> EmbeddingSettings:
+        if self.provider == "openai":
+            self.openai.check_ready("memory.embedding.openai")
+        return self
 
 
 class MemorySettings(Section):
@@ -119,6 +169,39 @@ class WorkerSettings(Section):
         return v
 
 
+class LlmSettings(EndpointSettings):
+    structured_output: Literal["json_schema", "json_object_schema", "json_object"] = Field(
+        default="json_schema", description="json_schema: OpenAI, vLLM, Ollama; json_object_schema: llama.cpp "
+        "servers (they answer 500 to json_schema); json_object: plain JSON mode, schema in the prompt")
+    concurrency: int = Field(default=2, ge=1, le=256, description="chat calls in flight per worker process")
+    tokens_per_hour: int = Field(default=1_000_000, ge=0, description="rolling budget of prompt+completion "
+                                 "tokens; past it episodes go to the offline extractor (0: no budget)")
+    max_tokens: int = Field(default=1024, ge=16, le=32768, description="completion tokens per call; keep it above "
+                            "the longest answer max_entities and max_facts allow (~900 at the defaults; a warning "
+                            "at start says when it is not), or a model that fills them is cut off")
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_entities: int = Field(default=6, ge=1, le=32, description="entities one answer may hold (schema maxItems)")
+    max_facts: int = Field(default=6, ge=1, le=32, description="facts one answer may hold (schema maxItems)")
+    max_candidate_entities: int = Field(default=8, ge=0, le=50, description="known entities shown to the model "
+                                        "for same-as judgements (0: none, and no candidate facts either)")
+    max_candidate_facts: int = Field(default=12, ge=0, le=100, description="current facts of those entities "
+                                     "shown for duplicate/contradicts judgements")
+    max_message_chars: int = Field(default=4000, ge=100, description="longer messages are cut for the prompt")
+
+
+class ExtractionSettings(Section):
+    extractor: Literal["offline", "llm"] = Field(
+        default="offline", description="offline: rules, no network; llm: one call per episode to extraction.llm, "
+        "falling back to offline per episode")
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+
+    @model_validator(mode="after")
+    def _llm_ready(self) -> ExtractionSettings:
+        if self.extractor == "llm":
+            self.llm.check_ready("extraction.llm")
+        return self
+
+
 class IdentitySettings(Section):
     users_file: Path = Path("workspace/users.yaml")
     reload_interval_s: float = Field(default=2.0, gt=0)
@@ -138,6 +221,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from mnemobus.engine.llm.metrics import LlmMetrics
+
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -83,3 +85,4 @@ class PipelineMetrics:
             ["extractor"], buckets=_LATENCY_BUCKETS, registry=r)
         self.identity_reloads = Counter(
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)
+        self.llm = LlmMetrics(r)

@@ -7,9 +7,11 @@ snapshots, edge history). Nothing here knows which backend it holds.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
@@ -26,7 +28,12 @@ from mnemobus.groups import GroupId
 from mnemobus.store.contract import FactHop, GraphStore, neighbourhood
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, IngestOutcome, RecallQuery, RecallResult
 
+if TYPE_CHECKING:
+    from mnemobus.engine.llm import LlmMetrics
+
 __all__ = ["MemoryEngine", "ScoredEntity", "open_engine", "build_store"]
+
+log = logging.getLogger("mnemobus.engine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +76,14 @@ class MemoryEngine:
         return await recall(self.store, self.embedder, query)
 
     async def close(self) -> None:
-        await self.store.close()
+        """The store, and the HTTP clients of an LLM extractor or endpoint embedder."""
+        try:
+            if (aclose := getattr(self.extractor, "aclose", None)) is not None:
+                await aclose()
+            if (close := getattr(self.embedder, "close", None)) is not None:
+                await anyio.to_thread.run_sync(close)
+        finally:
+            await self.store.close()
 
     # -- graph tools -------------------------------------------------------------
 
@@ -168,9 +182,28 @@ def build_store(settings: Settings, dim: int) -> GraphStore:
     raise ConfigError(f"store.backend: unknown backend {store_settings.backend!r}")
 
 
-async def open_engine(settings: Settings) -> MemoryEngine:
+async def _check_endpoint_embedder(embedder: Embedder) -> None:
+    """A wrong dimension refuses start (ConfigError naming the key); an endpoint that is down only warns: the
+    worker retries its batches and recall fails open until it is back."""
+    from mnemobus.engine.llm.endpoint import EndpointError
+
+    try:
+        await anyio.to_thread.run_sync(embedder.embed, ["dimension check"])
+    except EndpointError as exc:
+        log.warning("the embedding endpoint did not answer at start (%s); going on", exc)
+
+
+async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None) -> MemoryEngine:
+    from mnemobus.engine.llm import LlmMetrics, build_embedder, build_extractor
+
+    metrics = llm_metrics or LlmMetrics()
     emb = settings.memory.embedding
-    embedder = make_embedder(emb.provider, emb.model, emb.cache_dir)
+    if emb.provider == "openai":
+        embedder: Embedder = build_embedder(emb.openai, emb.batch_size, metrics)
+        await _check_endpoint_embedder(embedder)
+    else:
+        embedder = make_embedder(emb.provider, emb.model, emb.cache_dir)
+    extractor = build_extractor(settings.extraction, ParsedExtractor(), metrics)
     store = build_store(settings, embedder.dim)
     await store.open()
-    return MemoryEngine(store, ParsedExtractor(), embedder)
+    return MemoryEngine(store, extractor, embedder)

@@ -14,9 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import anyio
 import anyio.to_thread
 import numpy as np
 
+from mnemobus.engine.candidates import CandidateAware, preselect
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.extract import (
     EXCLUSIVE_RELATIONS, UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
@@ -217,7 +219,8 @@ class Ingestor:
         return [r if r is not None else RuntimeError("episode was not processed") for r in results]
 
     async def _extract(self, episodes: list[Episode]) -> list[Extraction | Exception]:
-        """Each episode's extraction or the exception it alone raised; a batch extractor gets them all at once."""
+        """Each episode's extraction or the exception it alone raised; a batch extractor gets them all at once,
+        any other extractor every episode at once too (a model endpoint's concurrency cap decides how many run)."""
         if not episodes:
             return []
         started = time.perf_counter()
@@ -228,16 +231,31 @@ class Ingestor:
             except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
                 out = [exc] * len(episodes)
         else:
-            for episode in episodes:
+            out = [Exception("not extracted")] * len(episodes)
+
+            async def one(i: int, episode: Episode) -> None:
                 try:
-                    out.append(await self.extractor.extract(episode))
+                    out[i] = await self._extract_one(episode)
                 except Exception as exc:  # noqa: BLE001 - reported in the slot
-                    out.append(exc)
+                    out[i] = exc
+
+            async with anyio.create_task_group() as tg:
+                for i, episode in enumerate(episodes):
+                    tg.start_soon(one, i, episode)
         elapsed = time.perf_counter() - started
         for observe in self.observers:
             observe(self.extractor.name, len(episodes), elapsed)
         return [x if isinstance(x, Exception) or x.extractor else replace(x, extractor=self.extractor.name)
                 for x in out]
+
+    async def _extract_one(self, episode: Episode) -> Extraction:
+        """The hook for candidate-aware extractors: what the store holds near this episode goes in with it."""
+        ex = self.extractor
+        if isinstance(ex, CandidateAware):
+            candidates = await preselect(self.store, episode, ex.speaker_names(episode),
+                                         max_entities=ex.max_candidate_entities, max_facts=ex.max_candidate_facts)
+            return await ex.extract_with(episode, candidates)
+        return await ex.extract(episode)
 
     async def _already_stored(self, checked: list[tuple[int, Episode]],
                               results: list[IngestOutcome | BaseException | None]) -> dict[str, set[str]]:

@@ -51,3 +51,51 @@ def test_nats_url_must_be_a_nats_url(tmp_path):
 def test_shipped_workspace_config_is_valid():
     s = load_settings("workspace/mnemobus.yaml")
     assert s.nats.url is None and s.store.backend == "sqlite"
+
+
+def test_llm_extractor_without_a_model_is_refused_naming_the_field(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("extraction:\n  extractor: llm\n  llm:\n    base_url: http://127.0.0.1:8080/v1\n")
+    with pytest.raises(ConfigError) as exc:
+        load_settings(f)
+    assert str(f) in str(exc.value) and "extraction.llm.model" in str(exc.value)
+
+
+def test_llm_base_url_must_be_http(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("extraction:\n  llm:\n    base_url: localhost:8080\n")
+    with pytest.raises(ConfigError, match=r"extraction\.llm\.base_url.*http://"):
+        load_settings(f)
+
+
+def test_unknown_structured_output_mode_is_refused(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("extraction:\n  llm:\n    structured_output: grammar\n")
+    with pytest.raises(ConfigError, match=r"extraction\.llm\.structured_output"):
+        load_settings(f)
+
+
+def test_a_named_api_key_variable_that_is_not_set_is_refused_at_start(tmp_path, monkeypatch):
+    monkeypatch.delenv("MNEMOBUS_TEST_LLM_KEY", raising=False)
+    f = tmp_path / "m.yaml"
+    f.write_text("extraction:\n  extractor: llm\n  llm:\n    model: gpt-4o-mini\n    api_key_env: MNEMOBUS_TEST_LLM_KEY\n")
+    with pytest.raises(ConfigError, match="MNEMOBUS_TEST_LLM_KEY, which is not set"):
+        load_settings(f)
+    monkeypatch.setenv("MNEMOBUS_TEST_LLM_KEY", "sk-from-env")
+    assert load_settings(f).extraction.llm.resolved_api_key() == "sk-from-env"
+
+
+def test_llm_api_key_from_the_environment_is_used_and_never_shown(tmp_path, monkeypatch):
+    monkeypatch.setenv("MNEMOBUS_EXTRACTION__LLM__API_KEY", "sk-secret-123")
+    f = tmp_path / "m.yaml"
+    f.write_text("extraction:\n  extractor: llm\n  llm:\n    model: gpt-4o-mini\n")
+    s = load_settings(f)
+    assert s.extraction.llm.resolved_api_key() == "sk-secret-123"
+    assert "sk-secret-123" not in repr(s) and "sk-secret-123" not in str(s.model_dump())
+
+
+def test_openai_embeddings_need_a_model(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("memory:\n  embedding:\n    provider: openai\n")
+    with pytest.raises(ConfigError, match=r"memory\.embedding\.openai\.model"):
+        load_settings(f)
