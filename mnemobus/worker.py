@@ -166,13 +166,27 @@ class EpisodeWorker:
         if not ready:
             return
         started = time.perf_counter()
-        try:
-            outcomes: list[Any] = await self.engine.ingest_many([ep for _, ep in ready])
-        except Exception as exc:  # the whole batch failed the same way: judge each message on its own
-            outcomes = [exc] * len(ready)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._keep_in_progress, [msg for msg, _ in ready])
+            try:
+                outcomes: list[Any] = await self.engine.ingest_many([ep for _, ep in ready])
+            except Exception as exc:  # the whole batch failed the same way: judge each message on its own
+                outcomes = [exc] * len(ready)
+            tg.cancel_scope.cancel()
         self.metrics.store_seconds.labels(operation="ingest_batch").observe(time.perf_counter() - started)
         for (msg, episode), outcome in zip(ready, outcomes, strict=True):
             await self._guard(self._settle, msg, episode, outcome)
+
+    async def _keep_in_progress(self, msgs: list[Msg]) -> None:
+        """A batch that takes longer than ack_wait (an LLM extractor at a few seconds an episode) would be
+        redelivered while it is still being worked on; telling the server it is in progress resets the clock."""
+        while True:
+            await anyio.sleep(self.cfg.ack_wait_s / 3)
+            for msg in msgs:
+                try:
+                    await msg.in_progress()
+                except Exception as exc:  # at worst the message is redelivered and found already stored
+                    log.debug("could not mark an episode in progress: %s", exc)
 
     async def _guard(self, fn: Callable[..., Any], msg: Msg, *args: Any) -> None:
         try:

@@ -48,3 +48,35 @@ async def test_a_request_is_extracted_by_the_local_model_and_stored_with_its_tok
         assert value(llm, "mnemobus_llm_tokens_total", kind="prompt") > 200
         assert value(llm, "mnemobus_llm_tokens_total", kind="completion") > 0
 
+
+async def test_a_batch_slower_than_ack_wait_is_kept_in_progress_not_redelivered(settings: Settings, fake):
+    from mnemobus import subjects
+    from mnemobus.envelope import EpisodeMessage
+
+    from fake_openai import answer
+
+    slow = answer([], [{"subject": "I", "relation": "likes", "object": "tea", "fact": "User likes tea",
+                        "valid_from": None, "ended": False}])
+    slow.hang_s = 2.5
+    fake.will(slow)
+    settings = settings.model_copy(update={
+        "worker": settings.worker.model_copy(update={"ack_wait_s": 1.0}),
+        "extraction": Settings(extraction={"extractor": "llm", "llm": {
+            "base_url": fake.url, "model": "fake", "structured_output": "json_object_schema", "timeout_s": 10}}
+        ).extraction})
+    async with running(settings) as rt:
+        ep = EpisodeMessage(episode_id="slow-1", group_id="user_josh", content="I like tea.", source_message_id="m1")
+        await rt.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire())
+        with anyio.fail_after(10):
+            while fake.calls < 1:  # the worker holds it now, for 2.5 s
+                await anyio.sleep(0.02)
+        # a second worker asking meanwhile would be handed the episode again once ack_wait (1 s) ran out
+        other = await rt.bus.js.pull_subscribe_bind(durable=subjects.WORKER_DURABLE, stream=subjects.EPISODE_STREAM)
+        try:
+            with pytest.raises(Exception, match="[Tt]imeout"):
+                await other.fetch(1, timeout=2.5)
+        finally:
+            await other.unsubscribe()
+        assert await wait_for_episodes(rt, "user_josh", 1, timeout=30) == 1
+        info = await rt.bus.js.consumer_info(subjects.EPISODE_STREAM, subjects.WORKER_DURABLE)
+        assert info.num_redelivered == 0 and fake.calls == 1
