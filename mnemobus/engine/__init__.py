@@ -29,7 +29,7 @@ from mnemobus.store.contract import FactHop, GraphStore, neighbourhood
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, IngestOutcome, RecallQuery, RecallResult
 
 if TYPE_CHECKING:
-    from mnemobus.engine.llm import LlmMetrics
+    from mnemobus.metrics import LlmMetrics
 
 __all__ = ["MemoryEngine", "ScoredEntity", "open_engine", "build_store"]
 
@@ -194,7 +194,8 @@ async def _check_endpoint_embedder(embedder: Embedder) -> None:
 
 
 async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None) -> MemoryEngine:
-    from mnemobus.engine.llm import LlmMetrics, build_embedder, build_extractor
+    from mnemobus.engine.llm import build_embedder, build_extractor
+    from mnemobus.metrics import LlmMetrics
 
     metrics = llm_metrics or LlmMetrics()
     emb = settings.memory.embedding

@@ -2,7 +2,9 @@
 
 `client` speaks the chat wire, `answer` and `prompt` shape one extraction call,
 `extractor` runs it (with the offline fallback), `mapping` turns its answer into an
-Extraction, `budget` caps tokens per hour, `embedder` is the `/embeddings` Embedder.
+Extraction, `budget` caps tokens per hour, `embedder` is the `/embeddings` Embedder;
+`endpoint` holds what both share (timeouts, retries, the key). Their series: LlmMetrics
+in mnemobus/metrics.py.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from mnemobus.engine.llm.client import ChatClient
 from mnemobus.engine.llm.embedder import OpenAIEmbedder
 from mnemobus.engine.llm.endpoint import RetryPolicy
 from mnemobus.engine.llm.extractor import LlmExtractor
-from mnemobus.engine.llm.metrics import LlmMetrics
+from mnemobus.metrics import LlmMetrics
 
 __all__ = ["LlmExtractor", "LlmMetrics", "OpenAIEmbedder", "build_extractor", "build_embedder"]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from mnemobus.engine.embed import _normalise
 from mnemobus.engine.llm.endpoint import Endpoint, EndpointError, RetryPolicy
-from mnemobus.engine.llm.metrics import LlmMetrics
+from mnemobus.metrics import LlmMetrics
 from mnemobus.errors import ConfigError
 
 

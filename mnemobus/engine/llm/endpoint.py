@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from mnemobus.engine.llm.metrics import LlmMetrics
+from mnemobus.metrics import LlmMetrics
 
 log = logging.getLogger("mnemobus.llm")
 

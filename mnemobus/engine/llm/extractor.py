@@ -23,7 +23,7 @@ from mnemobus.engine.llm.budget import TokenBudget
 from mnemobus.engine.llm.client import ChatClient, StructuredOutput, response_format
 from mnemobus.engine.llm.endpoint import EndpointError
 from mnemobus.engine.llm.mapping import to_extraction
-from mnemobus.engine.llm.metrics import LlmMetrics
+from mnemobus.metrics import LlmMetrics
 from mnemobus.logthrottle import ThrottledLog
 from mnemobus.store.model import Episode
 
