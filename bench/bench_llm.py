@@ -4,7 +4,7 @@ Run: `make bench-llm` (QUICK=1: Graphiti on 2 episodes instead of 5; GRAPHITI=0 
 ../shared/research/local-llm.md instead).
 
 - The server: llama-cpp-python's OpenAI-compatible server (mnemobus/llama_local.py), SmolLM2-135M-Instruct Q4_1,
-  n_ctx 8192 (Graphiti's extraction prompt alone is ~2.1k tokens), 2 threads; chat and mean-pooled embeddings.
+  n_ctx 8192 (Graphiti's extraction prompt alone is ~2.1k tokens), 1 thread; chat and mean-pooled embeddings.
 - mnemobus: each episode through MemoryEngine.ingest (SQLite store, the OpenAI-compatible embedder on the same
   server), `extraction.llm` at its defaults except `structured_output: json_object_schema` (what llama.cpp
   enforces): one call per episode, candidates from the episodes before it in view. Calls and tokens are read from
@@ -167,7 +167,7 @@ def main() -> None:
         figures["target_met"] = bool(figures["mnemobus_chat_calls_max"] <= 1 and ratio is not None and ratio <= 0.25)
     figures["mnemobus_episodes_detail"] = ours
     figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
-    print_table("LLM calls and tokens per episode (SmolLM2-135M on llama-cpp-python, 2 threads)", figures)
+    print_table("LLM calls and tokens per episode (SmolLM2-135M on llama-cpp-python, 1 thread)", figures)
     write_results("bench_llm", figures, baseline)
 
 

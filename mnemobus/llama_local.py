@@ -59,9 +59,14 @@ def free_port() -> int:
 
 
 class LocalLlama:
-    """One server process; `url` ends in /v1. Started by `start()` or `with`, stopped by `stop()`."""
+    """One server process; `url` ends in /v1. Started by `start()` or `with`, stopped by `stop()`.
 
-    def __init__(self, directory: Path | None = None, *, n_ctx: int = 4096, threads: int = 2,
+    One thread by default: ggml's threads meet at spinning barriers, so on a busy machine (a test run, other
+    work on the same cores) a two-thread server waits on a descheduled thread and runs several times slower
+    than a one-thread one (docs/llm.md); the small gain of two threads on an idle machine is not worth it.
+    """
+
+    def __init__(self, directory: Path | None = None, *, n_ctx: int = 4096, threads: int = 1,
                  ready_timeout_s: float = 120.0, log_path: Path | None = None) -> None:
         self.dir = directory or llama_dir()
         self.n_ctx = n_ctx
