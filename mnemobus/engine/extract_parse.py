@@ -46,6 +46,13 @@ everyone everybody someone somebody anyone anybody nobody everything something a
 yourselves himself herself itself themselves mine yours ours theirs his hers its""".split())
 _ENDERS = frozenset({"stop", "quit", "give", "leave", "sell", "drop"})
 _PLAN_VERBS = frozenset({"go", "fly", "travel", "visit", "head", "drive"})
+# verbs whose clauses are talk, thought or feeling, or too light to be news on their own
+_NOT_EVENTS = frozenset("""be have do say tell talk speak chat think know feel see hear look watch seem mean want need
+wish hope guess wonder realise realize remember forget agree thank appreciate miss care matter let try mind bet
+reckon suppose believe understand imagine love like enjoy hate prefer help sound get ask answer reply call text
+message email wait happen leave stay sleep rest switch move migrate change replace decide relocate quit stop start
+begin join adopt sell break""".split())
+_EVENT_PREPS = ("to", "at", "for", "in", "with", "on", "into", "from", "about")
 
 
 class ModelMissing(RuntimeError):
@@ -209,6 +216,9 @@ class _Reader:
                 return self.proper(c)
         if tok.head.pos_ == "PROPN" and tok.dep_ == "compound" and tok.head.i == tok.i + 1:
             return self.proper(tok.head)
+        if tok.i + 1 < len(self.doc) and (nxt := self.doc[tok.i + 1]).pos_ == "PROPN" and nxt.dep_ in (
+                "nsubj", "nsubjpass", "npadvmod") and tok.dep_ == "npadvmod":  # "my cousin Priti lives ..."
+            return self.proper(nxt)
         return None
 
     def called(self, tok: Token) -> str | None:
@@ -293,6 +303,12 @@ class _Reader:
                 self.add(person, f"{role}_of", self.me)
                 self.last_person = person
             return
+        if lemma in ("country", "town", "hometown", "city", "village") and any(
+                c.lower_ in ("home", "native") for c in tok.lefts) or lemma == "hometown":
+            named = self.appos_name(tok)
+            if named is not None:
+                self.add(self.me, "from", _Name(named, "place"))
+            return
         if lemma in lex.PETS:
             named = self.appos_name(tok) or self.called(tok)
             if named is not None:
@@ -309,7 +325,8 @@ class _Reader:
                 self.last_person = _Name(self.proper(tok), "person")
         for tok in self.doc:
             subj = next((c for c in tok.children if c.dep_ in ("nsubj", "nsubjpass")), None)
-            if subj is None and tok.dep_ == "conj" and tok.pos_ in ("VERB", "AUX"):
+            if subj is None and tok.pos_ in ("VERB", "AUX") and (
+                    tok.dep_ == "conj" or (tok.dep_ == "advcl" and tok.tag_ == "VBG")):
                 subj = next((c for c in tok.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
             if subj is None or tok.pos_ not in ("VERB", "AUX"):
                 continue
@@ -375,7 +392,7 @@ class _Reader:
                     if o.dep_ == "pobj":
                         out.append((p.lower_, o))
                         out.extend((p.lower_, x) for x in o.conjuncts if x.i > o.i)
-                    elif o.dep_ == "pcomp":  # "out of X", "away from X"
+                    elif o.dep_ in ("pcomp", "prep"):  # "out of X", "away from X"
                         for oo in o.children:
                             if oo.dep_ == "pobj":
                                 out.append((f"{p.lower_} {o.lower_}", oo))
@@ -385,6 +402,8 @@ class _Reader:
         lemma = verb.lemma_.lower()
         if lemma in ("be", "become") or (verb.pos_ == "AUX" and lemma in ("be", "'s", "'m", "'re")):
             self.copula(verb, subject)
+            return
+        if lemma in ("move", "break", "split") and self.parting(verb, subject):
             return
         if lemma == "replace" and subject.type == "person" and not subject.speaker:
             self.replaced(verb, subject)
@@ -459,11 +478,71 @@ class _Reader:
             c.dep_ in ("aux",) for c in verb.children) and self.when(verb, False) is None
         future = self.future(verb_for_time)
         when = self.when(verb_for_time, future)
-        for relation, obj, conf in self.relations(verb, subject):
+        found = self.relations(verb, subject)
+        for relation, obj, conf in found:
             if past_state:
                 self.end(subject, relation, obj, "past tense", None, past=True)
             else:
                 self.add(subject, relation, obj, when, conf)
+        if not found and verb is verb_for_time:
+            self.event(verb, subject, when)
+
+    def event(self, verb: Token, subject: _Name, when: datetime | None) -> None:
+        """What someone did or will do, told as news: "I went to a support group yesterday", "I ran a charity
+        race last Saturday", "I'm going to a conference this month". Kept with its time, at a lower confidence:
+        a happening, not a lasting trait. Only done or planned things (not habits or thoughts), with a thing."""
+        lemma = verb.lemma_.lower()
+        if lemma in _NOT_EVENTS or not subject.speaker and subject.type != "person":
+            return
+        aux = {c.lower_ for c in verb.children if c.dep_ in ("aux", "auxpass")}
+        done = verb.tag_ == "VBD" or (verb.tag_ == "VBN" and aux & {"have", "'ve", "has", "'s", "had", "'d"})
+        planned = verb.tag_ in ("VB", "VBG") and self.future(verb) and not aux & {"to"}
+        ongoing = verb.tag_ == "VBG" and bool(aux & {"am", "'m", "is", "are", "'re", "been"}) and not planned
+        if not (done or planned or ongoing):
+            return
+        particle = " ".join(c.lower_ for c in verb.children if c.dep_ == "prt")
+        parts: list[str] = []
+        thing: _Name | None = None
+        for o in self.objects(verb)[:1]:
+            thing = self.name(o)
+            if thing is not None and not thing.speaker:
+                parts.append(thing.text)
+        for prep, o in self.pobjs(verb, _EVENT_PREPS)[:1]:
+            place = self.name(o)
+            if place is not None and not place.speaker:
+                parts.append(f"{prep} {place.text}")
+                thing = thing or place
+        if thing is None or thing.speaker or not parts:
+            return
+        head = f"{verb.text.lower()} {particle}".strip() if done or ongoing else f"plans to {lemma} {particle}".strip()
+        if ongoing:
+            head = f"is {head}"
+        relation = "_".join([lemma, *particle.split(), *([p.split()[0] for p in parts[-1:] if " " in p] if
+                                                         len(parts) == 1 and parts[0] != thing.text else [])])
+        self.facts.append(ExtractedFact(subject.text, relation, thing.text, "temporal",
+                                        f"{subject.text} {head} {' '.join(parts)}", 0.6, subject.type,
+                                        thing.type, valid_from=when))
+
+    def parting(self, verb: Token, subject: _Name) -> bool:
+        """"We moved out of the flat on Baker Street" (home ends), "I broke up with Chris" (partner ends)."""
+        when = self.when(verb, False)
+        lemma = verb.lemma_.lower()
+        if lemma == "move":
+            left = [o for prep, o in self.pobjs(verb, ("out", "from", "away")) if prep in ("out of", "away from")]
+            for o in left:  # "the flat on Baker Street" is Baker Street; a bare "the flat" names no stored home
+                named = next((x for _, x in self.pobjs(o, ("on", "in")) if x.pos_ == "PROPN"), o)
+                place = self.name(named)
+                if place is not None:
+                    self.end(subject, "lives_in", replace(place, type="place"), "moved out", when)
+            return bool(left)
+        if not any(c.dep_ == "prt" and c.lower_ == "up" for c in verb.children):
+            return False
+        for _, o in self.pobjs(verb, ("with",)):
+            ex = self.name(o)
+            if ex is not None:
+                for role in ("partner", "girlfriend", "boyfriend", "fiance", "wife", "husband"):
+                    self.end(replace(ex, type="person"), f"{role}_of", subject, "broke up", when)
+        return True
 
     def replaced(self, verb: Token, subject: _Name) -> None:
         """"My manager is Priya, she replaced Tom in March": Tom no longer holds the role Priya was given."""
@@ -494,7 +573,8 @@ class _Reader:
 
     def conditional(self, verb: Token) -> bool:
         """"if I moved to Spain", "I might join", "should I buy": no fact is stated."""
-        if any(c.dep_ == "mark" and c.lower_ in ("if", "whether", "unless") for c in verb.children):
+        if any(c.dep_ == "mark" and c.lower_ in ("if", "whether", "unless", "when", "once", "until", "till")
+               for c in verb.children):
             return True
         if any(c.dep_ == "aux" and c.lower_ in ("might", "may", "could", "would", "should", "'d") for c in verb.children):
             return True
@@ -686,6 +766,13 @@ class _Reader:
         elif lemma == "learn":
             for o in self.objects(verb):
                 put("learning", o)
+        elif lemma in ("start", "begin", "get", "land", "take") and any(
+                o.lemma_.lower() in ("job", "position", "role", "internship") for o in self.objects(verb)):
+            job = next(o for o in self.objects(verb) if o.lemma_.lower() in ("job", "position", "role", "internship"))
+            for prep, o in self.pobjs(job, ("at", "with", "for")) + self.pobjs(verb, ("at", "with", "for")):
+                put("works_at", o, "organization", self.employer)
+            for prep, o in self.pobjs(job, ("as",)) + self.pobjs(verb, ("as",)):
+                put("works_as", o, "concept")
         elif lemma == "retire":
             out.append(("is", _Name("retired", "concept"), 0.8))
         return out

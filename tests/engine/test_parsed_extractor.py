@@ -1,0 +1,109 @@
+"""The offline parser extractor on ordinary talk (none of these sentences is in the labelled set)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from mnemobus.engine.extract_parse import ParsedExtractor
+from mnemobus.engine.when import resolve
+from mnemobus.groups import GroupId
+from mnemobus.store.model import Episode
+
+AT = datetime(2026, 6, 15, 12, tzinfo=UTC)  # a Monday
+EXTRACTOR = ParsedExtractor()
+
+
+def read(text: str, *, speaker: str | None = "Dana", role: str = "user"):  # type: ignore[no-untyped-def]
+    episode = Episode(id="e", group_id=GroupId("g"), content=text, role=role, source_message_id="m",
+                      reference_time=AT, speaker=speaker)
+    (result,) = EXTRACTOR.extract_batch([episode])
+    assert not isinstance(result, Exception)
+    return result
+
+
+def triples(text: str, **kw: str | None) -> set[tuple[str, str, str]]:
+    return {(f.subject, f.relation, f.object) for f in read(text, **kw).facts}
+
+
+def test_a_relative_named_in_passing_is_their_own_entity_with_the_kinship() -> None:
+    assert triples("My cousin Priti lives in Leicester.") == {("Priti", "cousin_of", "Dana"),
+                                                              ("Priti", "lives_in", "Leicester")}
+
+
+def test_first_person_is_the_speaker_by_name() -> None:
+    assert triples("I teach piano at a music school.") == {("Dana", "teaches", "piano"),
+                                                          ("Dana", "works_at", "music school")}
+
+
+def test_a_pet_called_by_name_is_a_pet_with_its_kind() -> None:
+    facts = {(f.subject, f.relation, f.object): f for f in read("We got a puppy named Olive last month.").facts}
+    assert set(facts) == {("Dana", "has_pet", "Olive"), ("Olive", "is_a", "puppy")}
+    assert facts[("Dana", "has_pet", "Olive")].object_type == "pet"
+    assert facts[("Dana", "has_pet", "Olive")].valid_from == datetime(2026, 5, 16, tzinfo=UTC)
+
+
+def test_not_any_more_ends_the_fact_with_its_cause() -> None:
+    result = read("I'm not working at the bakery anymore.")
+    assert result.facts == () and [(e.relation, e.object, e.cause) for e in result.endings] == [
+        ("works_at", "bakery", "no longer")]
+
+
+def test_working_from_home_on_a_weekday_names_no_employer() -> None:
+    assert triples("I work from home on Tuesdays.") == set()
+
+
+def test_used_to_records_the_past_not_the_present() -> None:
+    result = read("I used to play the trumpet.")
+    assert result.facts == () and [(e.relation, e.object, e.fact) for e in result.endings] == [
+        ("plays", "trumpet", "Dana used to play trumpet")]
+
+
+def test_an_assistants_words_are_not_facts_about_anyone() -> None:
+    assert read("I live on a server in Frankfurt.", speaker=None, role="assistant").facts == ()
+
+
+def test_a_question_or_a_wish_states_nothing() -> None:
+    assert triples("Should I move to Lisbon?") == set() and triples("If I had a dog I would call it Pip.") == set()
+
+
+def test_a_dated_move_takes_effect_on_its_date() -> None:
+    (fact,) = read("I moved to Lyon on 3 March.").facts
+    assert (fact.relation, fact.object, fact.valid_from) == ("lives_in", "Lyon", datetime(2026, 3, 3, tzinfo=UTC))
+
+
+def test_a_planned_move_takes_effect_when_planned() -> None:
+    (fact,) = read("I'm moving to Oslo next quarter.").facts
+    assert (fact.relation, fact.object, fact.valid_from) == ("lives_in", "Oslo", datetime(2026, 7, 1, tzinfo=UTC))
+
+
+def test_a_friend_and_a_country_of_one_name_get_different_types() -> None:
+    (friend,) = read("My friend Jordan is from Leeds.").facts[:1]
+    (trip,) = read("I flew to Jordan in May.").facts
+    assert (friend.subject, friend.subject_type) == ("Jordan", "person")
+    assert (trip.relation, trip.object, trip.object_type) == ("visited", "Jordan", "place")
+
+
+def test_transcript_lines_are_read_as_their_speakers() -> None:
+    assert triples("Sam: I play the cello.\nLee: I play the oboe.", speaker=None) == {
+        ("Sam", "plays", "cello"), ("Lee", "plays", "oboe")}
+
+
+@pytest.mark.parametrize(("phrase", "future", "want"), [
+    ("in 2019", False, datetime(2019, 1, 1, tzinfo=UTC)),
+    ("in March", False, datetime(2026, 3, 1, tzinfo=UTC)),
+    ("in September", False, datetime(2025, 9, 1, tzinfo=UTC)),
+    ("in September", True, datetime(2026, 9, 1, tzinfo=UTC)),
+    ("on 14 June", False, datetime(2026, 6, 14, tzinfo=UTC)),
+    ("next quarter", True, datetime(2026, 7, 1, tzinfo=UTC)),
+    ("yesterday", False, datetime(2026, 6, 14, tzinfo=UTC)),
+    ("two weeks ago", False, datetime(2026, 6, 1, tzinfo=UTC)),
+    ("last Friday", False, datetime(2026, 6, 12, tzinfo=UTC)),
+])
+def test_time_phrases_resolve_against_the_message_time(phrase: str, future: bool, want: datetime) -> None:
+    assert resolve(f"it happened {phrase}", AT, future=future) == want
+
+
+def test_a_habit_on_a_weekday_is_no_date() -> None:
+    assert resolve("I swim on Fridays", AT) is None
