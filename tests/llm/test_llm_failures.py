@@ -9,11 +9,10 @@ import anyio
 import pytest
 from prometheus_client import generate_latest
 
-from mnemobus.engine.extract_rules import RulesExtractor
 from mnemobus.engine.llm.endpoint import RetryPolicy
 from mnemobus.store.model import Episode
 
-from llm_support import value
+from llm_support import offline_answer, value
 from fake_openai import answer, chat, hang, status
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +28,7 @@ def episode(content: str = SENTENCE) -> Episode:
 
 async def offline() -> object:
     """What the offline extractor makes of the episode: the fallback's answer."""
-    return await RulesExtractor().extract(episode())
+    return await offline_answer(episode())
 
 
 async def test_answer_becomes_the_extraction_and_its_tokens_are_counted(fake, make_extractor, llm_metrics):

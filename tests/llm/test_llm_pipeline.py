@@ -30,8 +30,9 @@ async def test_a_request_is_extracted_by_the_local_model_and_stored_with_its_tok
         for group in groups:
             assert await wait_for_episodes(rt, group, 1, timeout=120) == 1
         llm = rt.metrics.llm
-        with anyio.fail_after(30):  # the episode row commits with its facts; the counter may trail the commit
-            while value(llm, "mnemobus_llm_extractions_total", extractor="llm") < 2:
+        with anyio.fail_after(30):  # the episode row commits with its facts; the counters may trail the commit
+            while (value(llm, "mnemobus_llm_extractions_total", extractor="llm") < 2
+                   or value(llm, "mnemobus_extraction_facts_per_episode_count", extractor="llm") < 2):
                 await anyio.sleep(0.05)
         stored = []
         for group in groups:

@@ -14,14 +14,13 @@ import numpy as np
 import pytest
 
 from mnemobus.config import Settings
-from mnemobus.engine.extract_rules import RulesExtractor
 from mnemobus.engine.llm.embedder import OpenAIEmbedder
 from mnemobus.engine.llm.endpoint import RetryPolicy
 from mnemobus.errors import ConfigError
 from mnemobus.llama_local import EMBEDDING_DIM
 from mnemobus.store.model import Episode
 
-from llm_support import value
+from llm_support import offline_answer, value
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +46,7 @@ async def test_the_server_refuses_json_schema_mode_and_the_episode_falls_back(ll
     ex = make_extractor(llama.url, model=llama.model, structured_output="json_schema",
                         retry=RetryPolicy(max_retries=1, backoff_base_s=0.01), **SMALL)
     text = "I moved from Berlin to Lisbon."
-    assert await ex.extract(episode(text)) == await RulesExtractor().extract(episode(text))
+    assert await ex.extract(episode(text)) == await offline_answer(episode(text))
     assert value(llm_metrics, "mnemobus_llm_calls_total", endpoint="chat", outcome="server_error") == 2
     assert value(llm_metrics, "mnemobus_llm_fallbacks_total", reason="unavailable") == 1
 
@@ -55,7 +54,7 @@ async def test_the_server_refuses_json_schema_mode_and_the_episode_falls_back(ll
 async def test_an_answer_cut_short_is_sent_back_once_then_the_episode_falls_back(llama, make_extractor, llm_metrics):
     ex = make_extractor(llama.url, model=llama.model, timeout_s=120, max_entities=2, max_facts=1, max_tokens=12)
     text = "I live in Lisbon."
-    assert await ex.extract(episode(text)) == await RulesExtractor().extract(episode(text))
+    assert await ex.extract(episode(text)) == await offline_answer(episode(text))
     assert value(llm_metrics, "mnemobus_llm_calls_total", endpoint="chat", outcome="ok") == 2
     assert value(llm_metrics, "mnemobus_llm_answers_total", outcome="invalid") == 2
     assert value(llm_metrics, "mnemobus_llm_tokens_total", kind="completion") == 24  # each stopped at max_tokens

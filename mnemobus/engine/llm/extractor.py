@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 from mnemobus.engine.candidates import Candidates
 from mnemobus.engine.extract import Extraction, Extractor, episode_speaker
@@ -79,7 +80,9 @@ class LlmExtractor:
             self.metrics.fallbacks.labels(reason=fb.reason).inc()
             self.metrics.extractions.labels(extractor="offline_fallback").inc()
             self._log.warning(fb.reason, "LLM extraction fell back to the offline extractor (%s): %s", fb.reason, fb)
-            return await self.fallback.extract(episode)
+            done = await self.fallback.extract(episode)
+            # counted under the fallback's name, so facts per episode by extractor show what each one learnt
+            return done if done.extractor else replace(done, extractor=self.fallback.name)
         self.metrics.extractions.labels(extractor="llm").inc()
         return to_extraction(answer, candidates, episode_speaker(episode), episode.content, episode.reference_time)
 
