@@ -12,6 +12,9 @@ Run: `make bench-llm` (QUICK=1: Graphiti on 2 episodes instead of 5; GRAPHITI=0 
 - Graphiti: bench/llm_graphiti_side.py in bench/.venv-graphiti, the same episodes in one group of the bench's
   local Neo4j, with the changes a llama.cpp server needs (see that file); every HTTP call counted.
 - Same sentences, same reference times, one run. The model is tiny: figures of cost, not of quality.
+- Quality, for the record: precision and recall of the model's own facts and endings on every 4th item of the
+  held-out labelled set (QUICK: every 15th), scored as `make bench-extraction` scores the offline extractors; an
+  answer the model could not give counts as nothing found (the fallback is switched off for this part).
 """
 
 from __future__ import annotations
@@ -99,6 +102,64 @@ async def run_mnemobus(url: str, model: str, root: Path) -> list[dict]:
     return out
 
 
+class _Nothing:
+    """The quality run's fallback: an answer the model could not give counts as nothing found, so the scores are
+    the model's own (the offline extractor would otherwise fill in for it)."""
+
+    name = "none"
+
+    async def extract(self, episode: object) -> object:
+        from mnemobus.engine.extract import Extraction
+
+        return Extraction()
+
+
+async def run_quality(url: str, model: str, root: Path, stride: int) -> dict[str, object]:
+    """Precision and recall on every `stride`-th item of the held-out labelled set (bench/extraction_set), scored
+    as bench_extraction scores the offline extractors: endings through the engine (held facts stored first, so
+    they are the model's candidates), facts from the same calls, one call per turn."""
+    from bench_extraction import DATA, episodes_of, score_endings
+    from extraction_score import Tally, Triple, load_items
+
+    from mnemobus.config import ExtractionSettings
+    from mnemobus.engine.llm import LlmMetrics, LlmExtractor, build_extractor
+
+    items = load_items(DATA / "report.yaml")[::stride]
+    metrics = LlmMetrics()
+    cfg = ExtractionSettings(extractor="llm", llm={"base_url": url, "model": model, "timeout_s": 300,
+                                                   "structured_output": "json_object_schema"})
+    extractor = build_extractor(cfg, _Nothing(), metrics)
+    assert isinstance(extractor, LlmExtractor)
+    seen: dict[str, object] = {}
+    answer = extractor.extract_with
+
+    async def recorded(episode, candidates):  # type: ignore[no-untyped-def]
+        seen[episode.id] = got = await answer(episode, candidates)
+        return got
+
+    extractor.extract_with = recorded  # type: ignore[method-assign]
+    tally = Tally()
+    started = time.perf_counter()
+    try:
+        await score_endings(extractor, items, tally, root)
+    finally:
+        await extractor.aclose()
+    for item in items:
+        tally.add_facts(item, [(Triple(f.subject, f.relation, f.object), f.valid_from)
+                               for ep in episodes_of(item, f"x_{item.id}") for f in seen[ep.id].facts])
+
+    def read(name: str, **labels: str) -> float:
+        return metrics.registry.get_sample_value(name, labels) or 0.0
+
+    turns = len(seen)
+    out: dict[str, object] = {f"quality_{k}": v for k, v in tally.figures().items()}
+    out.update({"quality_items": len(items), "quality_turns": turns,
+                "quality_fallbacks": int(read("mnemobus_llm_extractions_total", extractor="offline_fallback")),
+                "quality_prompt_tokens_per_turn": mean([read("mnemobus_llm_tokens_total", kind="prompt") / turns]),
+                "quality_wall_s_per_turn": mean([(time.perf_counter() - started) / turns])})
+    return out
+
+
 def run_graphiti(url: str, model: str, root: Path, n: int) -> dict:
     from mnemobus.neo4j_local import LocalNeo4j
 
@@ -128,6 +189,7 @@ def main() -> None:
         root = Path(tmp)
         print(f"model server {llama.url} ({llama.model}, n_ctx 8192)", flush=True)
         ours = asyncio.run(run_mnemobus(llama.url, llama.model, root))
+        quality = asyncio.run(run_quality(llama.url, llama.model, root, 15 if quick() else 4))
         theirs = run_graphiti(llama.url, llama.model, root, n_graphiti) if with_graphiti else None
     figures.update({
         "episodes": len(ours),
@@ -141,6 +203,7 @@ def main() -> None:
         "mnemobus_wall_s_per_episode": mean([e["wall_s"] for e in ours]),
         "mnemobus_facts_added": sum(e["facts_added"] for e in ours),
     })
+    figures.update(quality)
     baseline = RESEARCH_BASELINE + " (not measured in this run: GRAPHITI=0)"
     if theirs is not None:
         eps = theirs["episodes"]
