@@ -120,10 +120,32 @@ class EmbeddingSettings(Section):
         return self
 
 
+class RecallTuning(Section):
+    """How recall weighs what it finds, for every recipe (recipes differ only in the methods they run).
+
+    Only the keys set here override the recipes' own values (mnemobus/engine/recipes.py, the one place
+    defaults live); docs/recall.md says what each does and how the defaults were chosen."""
+
+    rrf_k: float | None = Field(default=None, gt=0, description="reciprocal rank fusion constant: smaller favours top ranks")
+    text_weight: float | None = Field(default=None, ge=0, description="weight of full-text (BM25) rankings")
+    vector_weight: float | None = Field(default=None, ge=0, description="weight of embedding rankings")
+    graph_weight: float | None = Field(default=None, ge=0, description="weight of the walk from matched entities")
+    candidates: int | None = Field(default=None, ge=1, le=500, description="candidates per method and group")
+    decay_rate: float | None = Field(default=None, ge=0, description="per day since a fact was last observed")
+    age_floor: float | None = Field(default=None, ge=0, le=1, description="least share of its score age leaves a fact")
+    message_weight: float | None = Field(default=None, ge=0, description="a source message's score beside a "
+                                         "fact's in the one ranking")
+    forget_after_days: float | None = Field(default=None, gt=0, description="explicit forgetting: facts not observed "
+                                            "this many days are not recalled (still stored); off unless set")
+    retrieval_boost: float | None = Field(default=None, ge=0, le=1, description="weight of ln(1 + times recalled)")
+
+
 class MemorySettings(Section):
     recall_deadline_ms: float = Field(default=150, gt=0)
-    max_facts: int = Field(default=10, ge=0, le=100)
-    max_episodes: int = Field(default=3, ge=0, le=50)
+    max_items: int = Field(default=10, ge=1, le=100, description="facts and messages in the context block, "
+                           "in one ranking (the budget in characters may cut it shorter)")
+    max_facts: int = Field(default=10, ge=0, le=100, description="at most this many of them facts")
+    max_episodes: int = Field(default=10, ge=0, le=100, description="at most this many of them source messages")
     context_budget_chars: int = Field(default=2000, ge=200)
     executor_timeout_s: float = Field(default=30.0, gt=0)
     form_every_n_messages: int = Field(default=1, ge=1, description="emit an episode every N exchanges of a session")
@@ -152,6 +174,7 @@ class MemorySettings(Section):
                               description="episodes the stream refused wait here until it takes them")
     form_cold_after_s: float = Field(default=600, gt=0, description="flush a buffered session idle this long")
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    recall: RecallTuning = Field(default_factory=RecallTuning)
 
 
 class WorkerSettings(Section):

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
+from mnemobus.engine.render import item_line
 from mnemobus.envelope import ENVELOPE_VERSION, SkillRequest, WireModel
 from mnemobus.errors import InvalidMessage
 
@@ -71,10 +72,10 @@ async def run_command(svc: MemoryService, req: SkillRequest) -> CommandReply:
     if not args:
         return reply(False, "usage: /memory search <words>")
     try:
-        facts = await svc.search(who.groups, " ".join(args), 10)
+        found = await svc.search(who.groups, " ".join(args), 10)
     except InvalidMessage as exc:
         return reply(False, exc.detail)
-    lines = [f.fact for f in facts]
+    lines = [item_line(item) for item in found]
     text = f"{len(lines)} match(es):\n" + "\n".join(f"- {x}" for x in lines) if lines else "no matches"
     return reply(True, text, groups=groups, items=lines)
 

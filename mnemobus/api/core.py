@@ -24,7 +24,10 @@ from mnemobus.envelope import EpisodeMessage
 from mnemobus.errors import InvalidMessage, MnemobusError
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, FactHop
-from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for
+from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, ScoredEpisode, ScoredFact, episode_id_for
+
+#: one item of a search: a fact or a source message, with its score
+Recalled = ScoredFact | ScoredEpisode
 
 from mnemobus.api.models import Message
 from mnemobus.api.settings import ApiSettings
@@ -122,9 +125,11 @@ class MemoryService:
     async def all_groups(self) -> list[GroupId]:
         return list(await self.store.group_ids())
 
-    async def search(self, group_ids: Sequence[str] | None, query: str, max_facts: int,
-                     as_of: datetime | None = None) -> list[Fact]:
-        """Facts only (no episodes): the Graphiti /search answer. No group ids means every group, up to the limit."""
+    async def search(self, group_ids: Sequence[str] | None, query: str, limit: int, as_of: datetime | None = None,
+                     *, episodes: bool = True) -> list[Recalled]:
+        """Facts and the messages they came from in one ranking, best first: what every door returns.
+
+        `episodes=False` asks for facts alone. No group ids means every group, up to the limit of groups."""
         groups = checked_groups(group_ids) if group_ids else None
         if groups is None:
             everything = await self.all_groups()
@@ -134,8 +139,8 @@ class MemoryService:
             groups = tuple(everything)
         with anyio.fail_after(self.config.search_timeout_s):
             result = await self.rt.engine.recall(RecallQuery(text=query, group_ids=groups, as_of=as_of,
-                                                             max_facts=max_facts, max_episodes=0))
-        return [sf.fact for sf in result.facts]
+                                                             max_facts=limit, max_episodes=limit if episodes else 0))
+        return list(result.ranked(limit))
 
     async def episodes(self, group_id: str, last_n: int) -> list[Episode]:
         return await self.rt.engine.episodes(_one_group(group_id), last_n)

@@ -121,13 +121,15 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.post("/search", response_model=SearchResults, dependencies=guarded)
     async def search(query: SearchQuery) -> SearchResults:
-        facts = await service.search(query.group_ids, query.query, query.max_facts, query.as_of)
-        return SearchResults(facts=[FactResult.of(f) for f in facts])
+        found = await service.search(query.group_ids, query.query, query.max_facts, query.as_of,
+                                     episodes=query.include_episodes)
+        return SearchResults(facts=FactResult.ranked(found))
 
     @app.post("/get-memory", response_model=GetMemoryResponse, dependencies=guarded)
     async def get_memory(req: GetMemoryRequest) -> GetMemoryResponse:
-        facts = await service.search([req.group_id], message_query(req.messages), req.max_facts)
-        return GetMemoryResponse(facts=[FactResult.of(f) for f in facts])
+        found = await service.search([req.group_id], message_query(req.messages), req.max_facts,
+                                     episodes=req.include_episodes)
+        return GetMemoryResponse(facts=FactResult.ranked(found))
 
     @app.get("/episodes/{group_id}", response_model=list[EpisodeResult], dependencies=guarded)
     async def episodes(group_id: GroupIdField, last_n: Annotated[int, Query(ge=1, le=1000)]) -> list[EpisodeResult]:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from mnemobus.envelope import utcnow
 from mnemobus.groups import GROUP_ID_PATTERN, MAX_GROUP_ID_LEN, InvalidGroupId, validate_group_id
-from mnemobus.limits import MAX_QUERY_CHARS, StoredText, lone_surrogate
-from mnemobus.store.model import Entity, Episode, Fact
+from mnemobus.limits import MAX_QUERY_CHARS, StoredText, clip, lone_surrogate
+from mnemobus.store.model import Entity, Episode, Fact, ScoredEpisode, ScoredFact
 
 #: what a client-given message uuid may look like: it becomes part of an idempotency key
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # used with fullmatch
@@ -39,6 +40,10 @@ class ErrorDetail(BaseModel):
     """Every error answer: `detail` names the problem (FastAPI's request validation gives a list of them)."""
 
     detail: str | list[dict[str, Any]]
+
+
+#: characters of a source message shown in a search result (the whole message stays stored)
+EPISODE_TEXT_CHARS = 2000
 
 
 class Body(BaseModel):
@@ -88,8 +93,9 @@ class AddEntityNodeRequest(Body):
 class SearchQuery(Body):
     group_ids: list[GroupIdField] | None = Field(default=None, max_length=64)
     query: str = Field(max_length=MAX_QUERY_CHARS)
-    max_facts: int = Field(default=10, ge=1, le=100)
+    max_facts: int = Field(default=10, ge=1, le=100, description="how many results: facts and source messages together")
     as_of: datetime | None = Field(default=None, description="mnemobus addition: facts valid at this time (default now)")
+    include_episodes: bool = Field(default=True, description="mnemobus addition: false returns facts alone")
 
 
 class GetMemoryRequest(Body):
@@ -97,6 +103,7 @@ class GetMemoryRequest(Body):
     max_facts: int = Field(default=10, ge=1, le=100)
     center_node_uuid: str | None = None
     messages: list[Message] = Field(min_length=1, max_length=1000)
+    include_episodes: bool = Field(default=True, description="mnemobus addition: false returns facts alone")
 
 
 class FactResult(BaseModel):
@@ -112,13 +119,31 @@ class FactResult(BaseModel):
     episodes: list[str]
     group_id: str
     confidence: float
+    kind: Literal["fact", "episode"] = Field(default="fact", description="mnemobus addition: a fact, or a source "
+                                             "message ranked beside the facts (then `fact` holds its words)")
+    score: float | None = Field(default=None, description="mnemobus addition: the ranking score, best first")
+    source_message_ids: list[str] = Field(default_factory=list, description="mnemobus addition: the messages it "
+                                          "came from, as the publisher named them")
 
     @classmethod
-    def of(cls, f: Fact) -> "FactResult":
+    def of(cls, f: Fact, score: float | None = None) -> "FactResult":
         return cls(uuid=f.id, name=f.relation, fact=f.fact, valid_at=f.valid_at, invalid_at=f.invalid_at,
                    created_at=f.created_at, expired_at=f.expired_at, source_node_uuid=f.subject_id,
                    target_node_uuid=f.object_id, episodes=list(f.episode_ids), group_id=f.group_id,
-                   confidence=f.confidence)
+                   confidence=f.confidence, score=score, source_message_ids=list(f.source_message_ids))
+
+    @classmethod
+    def of_episode(cls, e: Episode, score: float | None = None) -> "FactResult":
+        """A source message in a fact's shape, so an unmodified Graphiti client shows it with the facts."""
+        return cls(uuid=e.id, name="EPISODE", fact=clip(e.content, EPISODE_TEXT_CHARS), valid_at=e.reference_time,
+                   invalid_at=None, created_at=e.created_at or e.reference_time, expired_at=None,
+                   source_node_uuid=e.id, target_node_uuid=e.id, episodes=[e.id], group_id=e.group_id,
+                   confidence=1.0, kind="episode", score=score, source_message_ids=[e.source_message_id])
+
+    @classmethod
+    def ranked(cls, items: Sequence[ScoredFact | ScoredEpisode]) -> list["FactResult"]:
+        return [cls.of(i.fact, i.score) if isinstance(i, ScoredFact) else cls.of_episode(i.episode, i.score)
+                for i in items]
 
 
 class SearchResults(BaseModel):

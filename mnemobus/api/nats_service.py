@@ -79,14 +79,14 @@ def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
     """endpoint name -> (request model, coroutine producing the reply model)."""
 
     async def search(q: m.SearchQuery) -> BaseModel:
-        facts = await svc.search(q.group_ids, q.query, q.max_facts, q.as_of)
-        return m.SearchResults(facts=[m.FactResult.of(f) for f in facts])
+        found = await svc.search(q.group_ids, q.query, q.max_facts, q.as_of, episodes=q.include_episodes)
+        return m.SearchResults(facts=m.FactResult.ranked(found))
 
     async def get_memory(q: m.GetMemoryRequest) -> BaseModel:
         from mnemobus.api.core import message_query
 
-        facts = await svc.search([q.group_id], message_query(q.messages), q.max_facts)
-        return m.GetMemoryResponse(facts=[m.FactResult.of(f) for f in facts])
+        found = await svc.search([q.group_id], message_query(q.messages), q.max_facts, episodes=q.include_episodes)
+        return m.GetMemoryResponse(facts=m.FactResult.ranked(found))
 
     async def add_messages(q: m.AddMessagesRequest) -> BaseModel:
         ids = await svc.add_messages(q.group_id, q.messages)

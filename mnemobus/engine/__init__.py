@@ -8,7 +8,7 @@ snapshots, edge history). Nothing here knows which backend it holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -21,6 +21,7 @@ from mnemobus.engine.extract import Extractor
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.ingest import Disambiguator, ExtractionObserver, Ingestor, word_subset_disambiguator
 from mnemobus.engine.recall import checked_groups, recall
+from mnemobus.engine.recipes import RECIPES, Recipe, tuned
 from mnemobus.engine.scoring import rrf
 from mnemobus.engine.text import display_name, normalise_name, query_terms
 from mnemobus.errors import ConfigError, EntityExists, InvalidMessage, StoreIntegrityError
@@ -44,8 +45,10 @@ class ScoredEntity:
 
 class MemoryEngine:
     def __init__(self, store: GraphStore, extractor: Extractor | None = None, embedder: Embedder | None = None,
-                 disambiguator: Disambiguator = word_subset_disambiguator) -> None:
+                 disambiguator: Disambiguator = word_subset_disambiguator,
+                 recipes: Mapping[str, Recipe] = RECIPES) -> None:
         self.store = store
+        self.recipes = recipes
         self.extractor = extractor or ParsedExtractor()
         self.embedder = embedder
         self._ingestor = Ingestor(store, self.extractor, embedder, disambiguator)
@@ -73,7 +76,7 @@ class MemoryEngine:
         return await self._ingestor.ingest_many(episodes)
 
     async def recall(self, query: RecallQuery) -> RecallResult:
-        return await recall(self.store, self.embedder, query)
+        return await recall(self.store, self.embedder, query, self.recipes)
 
     async def close(self) -> None:
         """The store, and the HTTP clients of an LLM extractor or endpoint embedder."""
@@ -207,4 +210,5 @@ async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None)
     extractor = build_extractor(settings.extraction, ParsedExtractor(), metrics)
     store = build_store(settings, embedder.dim)
     await store.open()
-    return MemoryEngine(store, extractor, embedder)
+    return MemoryEngine(store, extractor, embedder,
+                        recipes=tuned(settings.memory.recall.model_dump(exclude_unset=True)))

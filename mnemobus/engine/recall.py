@@ -2,8 +2,8 @@
 
 One function serves the plugin, the API and the probes. Per group it gathers
 candidates from full-text, vector and a graph walk from matched entities,
-fuses them by reciprocal rank, weights them by decayed confidence, recency
-and retrieval count, and keeps only facts valid at the asked time. Groups
+fuses them by reciprocal rank, weights them by confidence and an age prior
+that ranks but never erases (scoring.py), and keeps only facts valid at the asked time. Groups
 are searched separately and merged afterwards, so nothing crosses groups.
 A store that offers StandingReads is asked for whole facts (names,
 provenance) only for the few returned, after the merge.
@@ -11,7 +11,7 @@ provenance) only for the few returned, after the merge.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -21,8 +21,8 @@ import anyio.to_thread
 import numpy as np
 
 from mnemobus.engine.embed import Embedder
-from mnemobus.engine.recipes import Recipe, recipe_named
-from mnemobus.engine.scoring import decayed_confidence, fact_weight, rrf
+from mnemobus.engine.recipes import RECIPES, Recipe, recipe_named
+from mnemobus.engine.scoring import fact_weight, forgotten, rrf
 from mnemobus.engine.text import query_terms
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
@@ -150,14 +150,15 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
         if row is None:
             continue
         standing = row if isinstance(row, Standing) else Standing.of(row)
-        decayed = decayed_confidence(standing, at_s, recipe.decay_rate)
-        if decayed < recipe.min_confidence:
+        if forgotten(standing, at_s, recipe.forget_after_days):
             continue
-        weight = fact_weight(standing, at_s, decayed=decayed, recency_rate=recipe.recency_rate,
+        weight = fact_weight(standing, at_s, decay_rate=recipe.decay_rate, age_floor=recipe.age_floor,
                              retrieval_boost=recipe.retrieval_boost)
         facts.append(_Found(group, row, fused[fact_id] * weight))
-    scored_eps = [ScoredEpisode(ep, fused_ep[ep.id]) for ep in episodes
-                  if ep.reference_time is None or ep.reference_time <= as_of]
+    # a message is what was said when it was said: no age weighs on it (its date is shown beside it); aged,
+    # the turns of older sessions, which are most of a long conversation's evidence, lost to newer facts
+    scored_eps = [ScoredEpisode(ep, fused_ep[ep.id] * recipe.message_weight) for ep in episodes
+                  if ep.reference_time <= as_of]
     return facts, scored_eps
 
 
@@ -180,8 +181,9 @@ def _dedupe(items: list, key, group_rank, score, ident, limit: int) -> list:  # 
     return [replace(item, score=top) for top, item in ranked[:limit]]  # type: ignore[type-var]
 
 
-async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuery) -> RecallResult:
-    recipe = recipe_named(query.recipe)
+async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuery,
+                 recipes: Mapping[str, Recipe] = RECIPES) -> RecallResult:
+    recipe = recipe_named(query.recipe, recipes)
     groups = checked_groups(query.group_ids)
     if len(query.text) > MAX_QUERY_CHARS:
         raise InvalidMessage("query_too_long", f"{len(query.text)} characters; the limit is {MAX_QUERY_CHARS}")

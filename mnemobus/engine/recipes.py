@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from mnemobus.errors import InvalidMessage
 
@@ -20,9 +22,10 @@ class Recipe:
     vector_weight: float = 0.6
     graph_weight: float = 0.5
     min_fact_similarity: float = 0.2  # vector-only fact hits below this are noise
-    decay_rate: float = 0.01  # per day: half-life of about 70 days
-    min_confidence: float = 0.1  # decayed confidence below this is not recalled (but stays on disk)
-    recency_rate: float = 0.01  # per day, in 1 / (1 + rate * age)
+    decay_rate: float = 0.01  # per day since last observed: the age prior halves its span in about 70 days
+    age_floor: float = 0.5  # the least share of its score age leaves a fact: decay ranks, never erases
+    message_weight: float = 1.0  # a source message's score beside a fact's (both fused ranks times their weight)
+    forget_after_days: float | None = None  # explicit forgetting: facts not observed this long are not recalled
     # weight of ln(1 + retrieval count); off by default: recall counts every fact it *returns*, used or not, so
     # the count rewards generic facts that match every query, and the boost (up to 1.5x, more than the gap
     # between neighbouring ranks) returns them again: a loop, not a usefulness signal. LoCoMo, boost 0.2 -> 0:
@@ -43,8 +46,13 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
-def recipe_named(name: str) -> Recipe:
+def tuned(tuning: Mapping[str, Any]) -> dict[str, Recipe]:
+    """Every recipe with the configured weights (memory.recall); the methods stay each recipe's own."""
+    return {name: replace(r, **tuning) for name, r in RECIPES.items()}
+
+
+def recipe_named(name: str, recipes: Mapping[str, Recipe] = RECIPES) -> Recipe:
     try:
-        return RECIPES[name]
+        return recipes[name]
     except KeyError:
-        raise InvalidMessage("unknown_recipe", f"recall recipe {name!r} is not one of {', '.join(RECIPES)}") from None
+        raise InvalidMessage("unknown_recipe", f"recall recipe {name!r} is not one of {', '.join(recipes)}") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from mnemobus.store.model import RecallResult
+from mnemobus.store.model import RecallResult, ScoredEpisode, ScoredFact
 
 _BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
@@ -21,50 +21,59 @@ def _date(value: object) -> str:
     return value.date().isoformat() if value is not None else ""  # type: ignore[attr-defined]
 
 
-def render_context(result: RecallResult, budget_chars: int) -> str:
-    """One header per group, one fact per line (best first), then source messages if room is left.
+#: characters of a source message shown in a context block (the whole message stays stored)
+MESSAGE_CHARS = 300
 
-    A fact sentence seen in several groups is shown once, under the first group
-    that has it. Lines are dropped whole, never cut, once the budget is reached.
+
+def item_line(item: ScoredFact | ScoredEpisode) -> str:
+    """What one recalled item says, escaped: a fact with the day it became true, or a message with its day."""
+    if isinstance(item, ScoredFact):
+        text = neutralise(item.fact.fact)
+        since = _date(item.fact.valid_at)
+        return text + (f" (since {since})" if since and text else "")
+    text = neutralise(item.episode.content)
+    if len(text) > MESSAGE_CHARS:
+        text = text[: MESSAGE_CHARS - 3].rstrip() + "..."
+    when = _date(item.episode.reference_time)
+    return f"said{f' on {when}' if when else ''}: \"{text}\"" if text else ""
+
+
+def _group_of(item: ScoredFact | ScoredEpisode) -> str:
+    return item.fact.group_id if isinstance(item, ScoredFact) else item.episode.group_id
+
+
+def render_context(result: RecallResult, budget_chars: int) -> str:
+    """Facts and source messages in their one ranking, under a header per group, within the budget.
+
+    Lines are chosen best first until the budget is spent (a line is dropped whole, never cut), then laid out
+    by group: groups in the order of their best line, lines within a group in rank order. A text seen in
+    several groups is shown once, under the group that ranked it best.
     """
     if result.empty or budget_chars <= 0:
         return ""
-    sections: dict[str, list[str]] = {}
+    chosen: dict[str, list[str]] = {}
     seen: set[str] = set()
-    order = list(dict.fromkeys([*result.groups, *(sf.fact.group_id for sf in result.facts),
-                                *(se.episode.group_id for se in result.episodes)]))
-    for sf in result.facts:
-        text = neutralise(sf.fact.fact)
-        key = text.casefold()
-        if not text or key in seen:
-            continue
-        seen.add(key)
-        since = _date(sf.fact.valid_at)
-        sections.setdefault(sf.fact.group_id, []).append(f"- {text}" + (f" (since {since})" if since else ""))
-    for se in result.episodes:
-        text = neutralise(se.episode.content)
-        if len(text) > 300:
-            text = text[:297].rstrip() + "..."
-        key = text.casefold()
-        if not text or key in seen:
-            continue
-        seen.add(key)
-        when = _date(se.episode.reference_time)
-        sections.setdefault(se.episode.group_id, []).append(f"- said{f' on {when}' if when else ''}: \"{text}\"")
-    out: list[str] = []
     used = 0
-    for group in order:
-        lines = sections.get(group)
-        if not lines:
+    for item in result.ranked():
+        line = item_line(item)
+        key = line.casefold()
+        if not line or key in seen:
             continue
-        header = f"[User context \u2014 {neutralise(group)}]"
-        if used + len(header) + 1 + len(lines[0]) + 1 > budget_chars:
-            break
-        out.append(header)
-        used += len(header) + 1
-        for line in lines:
-            if used + len(line) + 1 > budget_chars:
-                break
-            out.append(line)
-            used += len(line) + 1
+        group = _group_of(item)
+        cost = len(line) + 3  # "- " and the newline
+        if group not in chosen:
+            cost += len(_header(group)) + 1
+        if used + cost > budget_chars:
+            continue  # a shorter line further down may still fit
+        seen.add(key)
+        used += cost
+        chosen.setdefault(group, []).append(f"- {line}")
+    out: list[str] = []
+    for group, lines in chosen.items():
+        out.append(_header(group))
+        out.extend(lines)
     return "\n".join(out)
+
+
+def _header(group: str) -> str:
+    return f"[User context \u2014 {neutralise(group)}]"

@@ -30,13 +30,18 @@ def days_between(earlier_s: float, later_s: float) -> float:
     return max(0.0, (later_s - earlier_s) / SECONDS_PER_DAY)
 
 
-def decayed_confidence(fact: Standing, at_s: float, rate: float) -> float:
-    """c * exp(-rate * days since last observed): facts nobody repeats fade, reinforcement restores them."""
-    return fact.confidence * math.exp(-rate * days_between(fact.observed_s, at_s))
+def age_prior(observed_s: float, at_s: float, rate: float, floor: float) -> float:
+    """How much age, since something was last observed, leaves of its score: from 1 down to `floor`, never lower.
+
+    Age ranks, it never erases: a fact nobody repeated for years still comes back for a search that matches it
+    better than anything fresh, while of two close matches the recent one leads. Reinforcement restores it."""
+    return floor + (1.0 - floor) * math.exp(-rate * days_between(observed_s, at_s))
 
 
-def recency(fact: Standing, at_s: float, rate: float) -> float:
-    return 1.0 / (1.0 + rate * days_between(fact.born_s, at_s))
+def forgotten(fact: Standing, at_s: float, forget_after_days: float | None) -> bool:
+    """The explicit forgetting policy: off unless configured; then a fact not observed for that long is not
+    recalled (it stays stored, for as-of queries and its history)."""
+    return forget_after_days is not None and days_between(fact.observed_s, at_s) > forget_after_days
 
 
 def retrieval_weight(count: int, boost: float) -> float:
@@ -44,19 +49,9 @@ def retrieval_weight(count: int, boost: float) -> float:
     return min(1.5, 1.0 + boost * math.log1p(max(0, count)))
 
 
-def fact_weight(fact: Standing, at_s: float, *, decayed: float, recency_rate: float, retrieval_boost: float) -> float:
-    """Ranking weight: confidence and age reorder facts of close relevance.
+def fact_weight(fact: Standing, at_s: float, *, decay_rate: float, age_floor: float, retrieval_boost: float) -> float:
+    """Ranking weight: confidence and age reorder facts of close relevance, within bounds relevance outweighs.
 
-    The square root keeps a month-old fact (decayed to ~0.74) within ~14% of a new one: with
-    rrf_k 10 that is about two ranks of one list, so a fact a month older than its rival must be
-    clearly more relevant to stay ahead. Measured both ways: a milder weight (the fourth root)
-    let old, loosely matching facts crowd the LoCoMo top 10 (hybrid recall@10 0.653 -> 0.630,
-    static embedder) and moved the Graphiti side-by-side corpus only from 0.905 to 0.915 at @5.
-    Times are epoch seconds (see `Standing`); `decayed` is the fact's `decayed_confidence`, which recall
-    has already computed to drop faded facts.
-    """
-    return (
-        math.sqrt(decayed)
-        * (0.9 + 0.1 * recency(fact, at_s, recency_rate))
-        * retrieval_weight(fact.retrieval_count, retrieval_boost)
-    )
+    The square root keeps a fact at confidence 0.5 within ~30% of a certain one."""
+    return (math.sqrt(max(0.0, fact.confidence)) * age_prior(fact.observed_s, at_s, decay_rate, age_floor)
+            * retrieval_weight(fact.retrieval_count, retrieval_boost))

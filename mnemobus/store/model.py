@@ -115,3 +115,18 @@ class RecallResult:
     @property
     def empty(self) -> bool:
         return not self.facts and not self.episodes
+
+    def ranked(self, limit: int | None = None) -> tuple[ScoredFact | ScoredEpisode, ...]:
+        """Facts and source messages in one order by score, best first; at a tie a fact comes first.
+
+        Both scores are reciprocal-rank fusions normalised so that first place in every list scores 1 (a fact's
+        then weighted by its confidence and age), so they compare: the one ranking every door returns."""
+        items: list[ScoredFact | ScoredEpisode] = [*self.facts, *self.episodes]
+        items.sort(key=lambda item: -item.score)  # stable: facts were listed first
+        return tuple(items if limit is None else items[:limit])
+
+    def top(self, limit: int) -> RecallResult:
+        """The best `limit` items of the one ranking, facts and messages kept apart as before."""
+        best = self.ranked(limit)
+        return RecallResult(facts=tuple(i for i in best if isinstance(i, ScoredFact)),
+                            episodes=tuple(i for i in best if isinstance(i, ScoredEpisode)), groups=self.groups)

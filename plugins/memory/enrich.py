@@ -105,7 +105,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
         ctx.metrics.fail_open.labels(reason="error").inc()
         guards.log.warning("error", "recall failed, forwarding unenriched: %s", "; ".join(failures)[:500])
         return MemoryContext(groups=list(groups), status="error", latency_ms=latency_ms)
-    merged = result if result is not None else RecallResult(groups=groups)
+    merged = (result if result is not None else RecallResult(groups=groups)).top(cfg.max_items)
     block = render_context(merged, cfg.context_budget_chars)
     return MemoryContext(
         groups=list(groups), block=block, facts=len(merged.facts), episodes=len(merged.episodes),

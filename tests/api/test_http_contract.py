@@ -98,7 +98,8 @@ async def test_episodes_without_last_n_is_422_as_in_graphiti(api: Api, group_id:
 
 async def test_search_returns_facts_with_graphiti_field_names_and_types(api: Api, group_id: str) -> None:
     await api.say(group_id, "I live in Berlin.")
-    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "where do I live", "max_facts": 3})
+    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "where do I live", "max_facts": 3,
+                                             "include_episodes": False})
     assert r.status_code == 200
     facts = r.json()["facts"]
     assert [f["fact"] for f in facts] == ["tester lives in Berlin"]
@@ -122,12 +123,30 @@ async def test_get_memory_answers_facts_for_the_messages(api: Api, group_id: str
                                                  "messages": [{"role_type": "user", "role": "u",
                                                                "content": "where do I work?"}]})
     assert r.status_code == 200
-    assert [f["fact"] for f in r.json()["facts"]] == ["tester works at Acme"]
+    assert sorted((f["kind"], f["fact"]) for f in r.json()["facts"]) == [
+        ("episode", "I work at Acme."), ("fact", "tester works at Acme")]
+
+
+async def test_search_ranks_facts_and_the_messages_they_came_from_in_one_order(api: Api, group_id: str) -> None:
+    [said] = await api.say(group_id, "My daughter Mia plays the cello in the school orchestra.")
+    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "who plays the cello?"})
+    items = r.json()["facts"]
+    assert [f["score"] for f in items] == sorted((f["score"] for f in items), reverse=True)
+    messages = [f for f in items if f["kind"] == "episode"]
+    assert [m["uuid"] for m in messages] == [said] and messages[0]["episodes"] == [said]
+    assert any(f["kind"] == "fact" and f["episodes"] == [said] for f in items)
+    assert_shape(messages[0], FACT_FIELDS)  # an unmodified Graphiti client reads a message as a fact
+
+
+async def test_search_without_episodes_answers_facts_alone(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I work at Acme.")
+    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "Acme", "include_episodes": False})
+    assert {f["kind"] for f in r.json()["facts"]} == {"fact"}
 
 
 async def test_entity_edge_returns_the_fact_by_uuid(api: Api, group_id: str) -> None:
     await api.say(group_id, "I live in Berlin.")
-    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})).json()["facts"][0]
+    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin", "include_episodes": False})).json()["facts"][0]
     r = await api.http.get(f"/entity-edge/{fact['uuid']}")
     assert r.status_code == 200 and r.json()["fact"] == "tester lives in Berlin"
     assert_shape(r.json(), FACT_FIELDS)
@@ -140,15 +159,15 @@ async def test_entity_edge_for_an_unknown_uuid_is_404_never_500(api: Api) -> Non
 
 async def test_deleted_entity_edge_no_longer_comes_back_from_search(api: Api, group_id: str) -> None:
     await api.say(group_id, "I live in Berlin.")
-    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})).json()["facts"][0]
+    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin", "include_episodes": False})).json()["facts"][0]
     assert (await api.http.delete(f"/entity-edge/{fact['uuid']}")).status_code == 200
     again = await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})
-    assert again.json()["facts"] == []
+    assert [f["kind"] for f in again.json()["facts"]] == ["episode"]  # what was said stays; the fact is gone
 
 
 async def test_a_deleted_entity_edge_is_gone_and_a_second_delete_is_404(api: Api, group_id: str) -> None:
     await api.say(group_id, "I live in Berlin.")
-    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin"})).json()["facts"][0]
+    fact = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Berlin", "include_episodes": False})).json()["facts"][0]
     r = await api.http.delete(f"/entity-edge/{fact['uuid']}")
     assert (r.status_code, r.json()["facts"]) == (200, 1)
     assert (await api.http.get(f"/entity-edge/{fact['uuid']}")).status_code == 404
@@ -228,5 +247,6 @@ async def test_messages_from_two_speakers_in_one_group_keep_their_own_facts(api:
         {"role_type": "assistant", "role": "helper", "content": "I live in the cloud."}]})
     assert r.status_code == 202
     await wait_for(lambda: api.store.count_episodes(group_id), 3)
-    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "who lives where", "max_facts": 5})
+    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "who lives where", "max_facts": 5,
+                                             "include_episodes": False})
     assert sorted(f["fact"] for f in r.json()["facts"]) == ["Anna lives in Oslo", "Ben lives in Rome"]

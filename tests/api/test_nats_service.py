@@ -19,7 +19,12 @@ async def test_nats_search_answers_the_same_facts_as_http(api: Api, group_id: st
     await api.say(group_id, "I live in Berlin.")
     query = {"group_ids": [group_id], "query": "where do I live", "max_facts": 3}
     body, _ = await api.nats("search", query)
-    assert body == (await api.http.post("/search", json=query)).json()
+    over_http = (await api.http.post("/search", json=query)).json()
+
+    def unscored(b: dict) -> list:  # the score moves with the clock (an age prior from now), the answer does not
+        return [{k: v for k, v in f.items() if k != "score"} for f in b["facts"]]
+
+    assert unscored(body) == unscored(over_http) and len(body["facts"]) == 2
 
 
 async def test_nats_bad_group_id_answers_error_code_422_with_the_reason(api: Api) -> None:

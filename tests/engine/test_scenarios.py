@@ -105,4 +105,7 @@ async def test_recall_renders_a_context_block_with_the_current_fact(semantic_eng
     await _say(semantic_engine, episode, (0, "I live in Berlin."), (30, "I moved from Berlin to London."))
     result = await semantic_engine.recall(RecallQuery("where do I live?", (G,), as_of=T0 + timedelta(days=31)))
     block = render_context(result, 600)
-    assert block.startswith(f"[User context \u2014 {G}]\n- User lives in London")
+    lines = block.splitlines()
+    # the current fact and what was said, each message with its day; the fact that ended is not there
+    assert lines[0] == f"[User context \u2014 {G}]" and "- User lives in London (moved from Berlin) (since 2026-07-01)" in lines
+    assert '- said on 2026-06-01: "I live in Berlin."' in lines and "- User lives in Berlin" not in block

@@ -99,3 +99,20 @@ def test_openai_embeddings_need_a_model(tmp_path):
     f.write_text("memory:\n  embedding:\n    provider: openai\n")
     with pytest.raises(ConfigError, match=r"memory\.embedding\.openai\.model"):
         load_settings(f)
+def test_recall_tuning_overrides_only_the_keys_set_and_keeps_each_recipes_methods(tmp_path) -> None:
+    from mnemobus.engine.recipes import RECIPES, tuned
+
+    path = tmp_path / "mnemobus.yaml"
+    path.write_text("memory:\n  recall:\n    age_floor: 0.8\n    forget_after_days: 400\n")
+    settings = load_settings(path)
+    recipes = tuned(settings.memory.recall.model_dump(exclude_unset=True))
+    assert (recipes["hybrid"].age_floor, recipes["hybrid"].forget_after_days) == (0.8, 400)
+    assert recipes["hybrid"].rrf_k == RECIPES["hybrid"].rrf_k
+    assert recipes["text"].fact_methods == ("text",)
+
+
+def test_an_out_of_range_recall_weight_is_refused_naming_the_field(tmp_path) -> None:
+    path = tmp_path / "mnemobus.yaml"
+    path.write_text("memory:\n  recall:\n    age_floor: 1.5\n")
+    with pytest.raises(ConfigError, match="memory.recall.age_floor"):
+        load_settings(path)
