@@ -81,6 +81,14 @@ def bench_embedder(figures: dict[str, float]) -> LocalOnnxEmbedder:
         singles.append(time.perf_counter() - t)
     for k, v in summary_ms(singles).items():
         figures[f"embed_one_query_{k}"] = v
+    # the default provider: one vector per token, distilled from the model above (README, Embeddings)
+    from mnemobus.engine.embed import make_embedder
+
+    static = make_embedder("static", "all-MiniLM-L6-v2-int8", Path("data/embeddings"))
+    static.embed(["warm up"])
+    t = time.perf_counter()
+    static.embed(sentences)
+    figures["embed_static_sentences_per_s"] = round(len(sentences) / (time.perf_counter() - t), 1)
     return emb
 
 

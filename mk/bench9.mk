@@ -25,6 +25,7 @@ $(BENCH_STAMP): mk/bench9.mk
 
 bench-locomo: $(STAMP)
 	$(_B9_PY) bench/bench_locomo.py
+	$(_B9_PY) bench/bench_locomo_public.py
 
 bench-graphiti: $(STAMP) $(BENCH_STAMP) neo4j-jars
 	$(_B9_PY) bench/bench_graphiti.py
