@@ -14,7 +14,7 @@ Run: `make bench-extraction` (QUICK=1: a smaller speed run; the quality figures 
   episodes/s = N / wall time, on the cores the machine has (the parser itself runs on one).
 - Baseline in the same run: the regex rules extractor (`offline-rules`), the only extractor before issue 23.
 
-Another extractor (the LLM one) is a row added to EXTRACTORS below.
+The LLM extractor is scored on this set by `make bench-llm` (it needs the model server; every 4th held-out item).
 """
 
 from __future__ import annotations
