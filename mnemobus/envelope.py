@@ -129,6 +129,8 @@ class EpisodeMessage(WireModel):
     # who said the content: the user's name for an exchange, Graphiti's `role` for an API message; older
     # publishers send none and first person is then the role's ("User")
     speaker_name: str | None = Field(default=None, max_length=256)
+    # the publisher's own name for the episode (Graphiti's message `name`), shown back as it was given
+    episode_name: str | None = Field(default=None, max_length=256)
     content: StoredText
     response: str | None = Field(default=None, max_length=MAX_CONTENT_CHARS)
     source_message_id: str = Field(min_length=1, max_length=256)

@@ -49,7 +49,7 @@ def to_episode(msg: EpisodeMessage, subject: str) -> Episode:
         id=msg.episode_id, group_id=group, content=msg.content, role=msg.role,
         source_message_id=msg.source_message_id, reference_time=msg.reference_time,
         response=msg.response, agent_id=msg.agent_id, platform=msg.platform, channel_id=msg.channel_id,
-        speaker=msg.speaker_name,
+        speaker=msg.speaker_name, name=msg.episode_name,
     )
 
 

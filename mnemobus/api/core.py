@@ -100,7 +100,8 @@ class MemoryService:
         return EpisodeMessage(episode_id=episode_id_for(group, source_id, m.role_type), group_id=group,
                               role=m.role_type, content=m.content, source_message_id=source_id,
                               reference_time=m.timestamp, platform=m.source_description or "graphiti-api",
-                              user_id=m.role or None, speaker_name=m.role[:256] if m.role else None)
+                              user_id=m.role or None, speaker_name=m.role[:256] if m.role else None,
+                              episode_name=m.name)
 
     async def add_messages(self, group_id: str, messages: Sequence[Message]) -> list[str]:
         """Validate everything first, then publish each message to the durable episode stream.

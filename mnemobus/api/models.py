@@ -62,7 +62,7 @@ class Body(BaseModel):
 class Message(Body):
     content: StoredText
     uuid: str | None = Field(default=None, description="idempotency key: the same uuid in the same group is stored once")
-    name: str = ""
+    name: str = Field(default="", max_length=256, description="the episode's name, given back as sent")
     role_type: Literal["user", "assistant", "system"]
     role: str | None = None
     timestamp: datetime = Field(default_factory=utcnow)
@@ -187,10 +187,18 @@ class EpisodeResult(BaseModel):
 
     @classmethod
     def of(cls, e: Episode) -> "EpisodeResult":
-        return cls(uuid=e.id, name=e.source_message_id, group_id=e.group_id, labels=["Episodic"],
-                   created_at=e.created_at or e.reference_time, source="message",
-                   source_description=e.platform or "", content=e.content, valid_at=e.reference_time,
+        return cls(uuid=e.id, name=e.source_message_id if e.name is None else e.name, group_id=e.group_id,
+                   labels=["Episodic"], created_at=e.created_at or e.reference_time, source="message",
+                   source_description=e.platform or "", content=graphiti_body(e), valid_at=e.reference_time,
                    entity_edges=[], role=e.role, source_message_id=e.source_message_id)
+
+
+def graphiti_body(e: Episode) -> str:
+    """The body Graphiti's server stores for a message, `{role}({role_type}): {content}`, so a Graphiti client
+    reads back what it would from Graphiti; an exchange from the bus is not a Graphiti message and stays as sent."""
+    if e.role == "exchange":
+        return e.content
+    return f"{e.speaker or ''}({e.role}): {e.content}"
 
 
 class HealthResult(BaseModel):

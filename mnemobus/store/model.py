@@ -32,6 +32,7 @@ class Episode:
     channel_id: str | None = None
     created_at: datetime | None = None
     speaker: str | None = None  # the name of who said the content (role says which side); None when not known
+    name: str | None = None  # the publisher's name for the episode (Graphiti's message `name`); None when not given
 
 
 @dataclass(frozen=True, slots=True)

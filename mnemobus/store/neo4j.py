@@ -217,6 +217,8 @@ def _episode(n: dict[str, Any]) -> Episode:
         platform=n.get("platform"),
         channel_id=n.get("channel_id"),
         created_at=_dt(n.get("created_at")),
+        speaker=n.get("speaker"),
+        name=n.get("name"),
     )
 
 
@@ -273,7 +275,7 @@ _FACT_PROPS = (
 _ENTITY_PROPS = ("id", "group_id", "name", "canonical_name", "type", "aliases", "summary", "confidence",
                  "first_seen", "last_seen")
 _EPISODE_FIELDS = ("id", "group_id", "content", "role", "source_message_id", "reference_time", "response",
-                   "agent_id", "platform", "channel_id", "created_at", "screened")
+                   "agent_id", "platform", "channel_id", "created_at", "screened", "speaker", "name")
 
 
 _TIME_PROPS = frozenset({"valid_at", "invalid_at", "created_at", "expired_at", "last_seen", "first_seen", "reference_time"})
@@ -311,7 +313,7 @@ def _episode_params(e: Episode, screened: bool, embedding: Vector | None) -> dic
         "source_message_id": e.source_message_id, "reference_time": _utc(e.reference_time),
         "response": e.response, "agent_id": e.agent_id, "platform": e.platform, "channel_id": e.channel_id,
         "created_at": _utc(e.created_at) or datetime.now(UTC), "screened": bool(screened),
-        "embedding": _vec(embedding), "emb32": _vec_bytes(embedding),
+        "embedding": _vec(embedding), "emb32": _vec_bytes(embedding), "speaker": e.speaker, "name": e.name,
     }
 
 

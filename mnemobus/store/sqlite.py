@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3  # 2: fact rows stamped with their group's version (sqlite_graph); 3: aliases keyed by type
+SCHEMA_VERSION = 4  # 2: fact rows stamped with their group's version (sqlite_graph); 3: aliases keyed by type;
+# 4: an episode keeps its speaker and name
 BUSY_TIMEOUT_S = 1.0
 READERS = 4  # reader connections per store (see SqliteStore._borrow)
 READER_CACHE_KB = 16_384  # reads go through the memory map; the page cache only holds what it does not cover
@@ -56,7 +57,7 @@ CREATE TABLE IF NOT EXISTS episodes(
   id TEXT PRIMARY KEY, group_id TEXT NOT NULL, content TEXT NOT NULL, role TEXT NOT NULL,
   source_message_id TEXT NOT NULL, reference_time REAL NOT NULL, response TEXT, agent_id TEXT,
   platform TEXT, channel_id TEXT, created_at REAL NOT NULL, screened INTEGER NOT NULL DEFAULT 0,
-  embedding BLOB);
+  embedding BLOB, speaker TEXT, name TEXT);
 CREATE INDEX IF NOT EXISTS episodes_group_time ON episodes(group_id, reference_time);
 -- rowid order within a group: the vector cache asks for a group's newest row on every search (O(log n) here,
 -- a scan of the whole group through episodes_group_time: 84 µs at 1k episodes, growing linearly)
@@ -103,8 +104,17 @@ _FACT_FROM = "facts f JOIN entities s ON s.id = f.subject_id JOIN entities o ON 
 
 _EPISODE_COLUMNS = (
     "id, group_id, content, role, source_message_id, reference_time, response, agent_id, platform,"
-    " channel_id, created_at"
+    " channel_id, created_at, speaker, name"
 )
+
+
+def add_episode_speaker(conn: sqlite3.Connection) -> None:
+    """Schema 4: an episode keeps who said it and the name it was given, so it can be shown as it was sent."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(episodes)")}
+    with conn:
+        for column in ("speaker", "name"):
+            if column not in have:
+                conn.execute(f"ALTER TABLE episodes ADD COLUMN {column} TEXT")
 
 
 def add_alias_types(conn: sqlite3.Connection) -> None:
@@ -178,6 +188,8 @@ def _episode(row: Sequence[Any]) -> Episode:
         platform=row[8],
         channel_id=row[9],
         created_at=_dt(row[10]),
+        speaker=row[11],
+        name=row[12],
     )
 
 
@@ -331,6 +343,7 @@ class SqliteStore:
             conn.executescript(_SCHEMA)
             add_alias_types(conn)
             add_versioning(conn)
+            add_episode_speaker(conn)
             conn.execute("DROP INDEX IF EXISTS facts_walk_subject")  # schema 1 walked the graph in SQL
             conn.execute("DROP INDEX IF EXISTS facts_walk_object")
             conn.execute(
@@ -509,7 +522,7 @@ class SqliteStore:
             c.execute("BEGIN")  # one read snapshot: a concurrent ingest cannot split the export
             try:
                 episodes = [
-                    (_episode(r), bool(r[11]), _vector(r[12]))
+                    (_episode(r), bool(r[13]), _vector(r[14]))
                     for r in c.execute(
                         f"SELECT {_EPISODE_COLUMNS}, screened, embedding FROM episodes WHERE group_id = ?"
                         " ORDER BY reference_time, id", (group_id,)
@@ -1016,9 +1029,10 @@ class SqliteTxn:
         def w(c: sqlite3.Connection) -> bool:
             cur = c.execute(
                 f"INSERT OR IGNORE INTO episodes({_EPISODE_COLUMNS}, screened, embedding)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (e.id, e.group_id, e.content, e.role, e.source_message_id, _ts(e.reference_time), e.response,
-                 e.agent_id, e.platform, e.channel_id, _ts(e.created_at or datetime.now(UTC)), int(screened),
+                 e.agent_id, e.platform, e.channel_id, _ts(e.created_at or datetime.now(UTC)), e.speaker, e.name,
+                 int(screened),
                  None if screened else _blob(embedding)),
             )
             if cur.rowcount == 0:

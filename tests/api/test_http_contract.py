@@ -79,7 +79,7 @@ async def test_seed_003_smoke_flow_writes_reads_back_and_deletes_a_temporary_gro
     assert r.status_code == 202
     await wait_for(lambda: api.store.count_episodes(group), 1)
     episodes = (await api.http.get(f"/episodes/{group}", params={"last_n": 5})).json()
-    assert [e["content"] for e in episodes] == ["smoke test"]
+    assert [e["content"] for e in episodes] == ["(user): smoke test"]
     assert (await api.http.delete(f"/group/{group}")).status_code == 200
     assert (await api.http.get(f"/episodes/{group}", params={"last_n": 5})).json() == []
 
@@ -88,8 +88,20 @@ async def test_episodes_lists_the_last_n_oldest_first_with_episodic_node_fields(
     for text in ("first message", "second message", "third message"):
         await api.say(group_id, text)
     r = await api.http.get(f"/episodes/{group_id}", params={"last_n": 2})
-    assert r.status_code == 200 and [e["content"] for e in r.json()] == ["second message", "third message"]
+    assert r.status_code == 200 and [e["content"] for e in r.json()] == [
+        "tester(user): second message", "tester(user): third message"]
     assert_shape(r.json()[0], EPISODE_FIELDS)
+
+
+async def test_an_episode_reads_back_with_the_body_and_name_graphiti_gives_it(api: Api, group_id: str) -> None:
+    r = await api.http.post("/messages", json={"group_id": group_id, "messages": [
+        {"role_type": "assistant", "role": "Ada", "name": "turn-7", "content": "Your flight leaves at 9."},
+        {"role_type": "user", "role": None, "content": "Thanks!"}]})
+    assert r.status_code == 202
+    await wait_for(lambda: api.store.count_episodes(group_id), 2)
+    episodes = (await api.http.get(f"/episodes/{group_id}", params={"last_n": 5})).json()
+    assert {(e["name"], e["content"]) for e in episodes} == {
+        ("turn-7", "Ada(assistant): Your flight leaves at 9."), ("", "(user): Thanks!")}
 
 
 async def test_episodes_without_last_n_is_422_as_in_graphiti(api: Api, group_id: str) -> None:

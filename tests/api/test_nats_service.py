@@ -42,7 +42,7 @@ async def test_nats_episodes_by_group_newest_first(api: Api, group_id: str) -> N
     await api.say(group_id, "one")
     await api.say(group_id, "two")
     body, _ = await api.nats("episodes", {"group_id": group_id, "last_n": 5})
-    assert [e["content"] for e in body["episodes"]] == ["two", "one"]
+    assert [e["content"] for e in body["episodes"]] == ["tester(user): two", "tester(user): one"]
 
 
 async def test_nats_traverse_walks_from_the_named_entity(api: Api, group_id: str) -> None:

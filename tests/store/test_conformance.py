@@ -34,7 +34,7 @@ def episode(group: GroupId, msg: str, content: str, *, at: datetime = T0, respon
     return Episode(
         id=episode_id_for(group, msg, "user"), group_id=group, content=content, role="user",
         source_message_id=msg, reference_time=at, response=response, agent_id="main", platform="test",
-        channel_id="c1", created_at=at,
+        channel_id="c1", created_at=at, speaker="Ana", name=f"turn {msg}",
     )
 
 
