@@ -19,4 +19,4 @@ def test_the_api_role_alone_on_its_embedded_bus_stores_what_it_accepts(tmp_path)
         while not listed and time.monotonic() < deadline:
             listed = httpx.get(f"{url}/episodes/g1", params={"last_n": 5}, timeout=10).json()
             time.sleep(0.2)
-        assert [e["content"] for e in listed] == ["I keep bees in my garden"]
+        assert [e["content"] for e in listed] == ["ana(user): I keep bees in my garden"]
