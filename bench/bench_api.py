@@ -36,7 +36,7 @@ from common import peak_rss_mb, print_table, quick, summary_ms, write_results  #
 
 from mnemobus import subjects  # noqa: E402
 from mnemobus.api.service import EXTRA_URL, run_api  # noqa: E402
-from mnemobus.api.settings import ApiSettings  # noqa: E402
+from mnemobus.config import ApiSettings  # noqa: E402
 from mnemobus.app import open_runtime  # noqa: E402
 from mnemobus.bus.server import EmbeddedNatsServer  # noqa: E402
 from mnemobus.config import Settings  # noqa: E402

@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import peak_rss_mb, print_table, quick, summary_ms, write_results  # noqa: E402
 
 from mnemobus.engine import MemoryEngine  # noqa: E402
-from mnemobus.engine.embed import CachedEmbedder, HashEmbedder, LocalOnnxEmbedder, make_embedder  # noqa: E402
+from mnemobus.engine.embed import CachedEmbedder, HashEmbedder, LocalOnnxEmbedder
+from mnemobus.engine.embedders import make_embedder  # noqa: E402
 from mnemobus.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome, RecallQuery, episode_id_for  # noqa: E402
 from mnemobus.engine.text import query_terms  # noqa: E402
@@ -82,7 +83,7 @@ def bench_embedder(figures: dict[str, float]) -> LocalOnnxEmbedder:
     for k, v in summary_ms(singles).items():
         figures[f"embed_one_query_{k}"] = v
     # the default provider: one vector per token, distilled from the model above (README, Embeddings)
-    from mnemobus.engine.embed import make_embedder
+    from mnemobus.engine.embedders import make_embedder
 
     static = make_embedder("static", "all-MiniLM-L6-v2-int8", Path("data/embeddings"))
     static.embed(["warm up"])

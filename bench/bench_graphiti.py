@@ -149,7 +149,7 @@ def make_bench_embedder(spec: dict[str, str], make_embedder=None):  # type: igno
     graphiti_side.py passes the make_embedder of its by-path copy of mnemobus/engine/embed.py.
     """
     if make_embedder is None:
-        from mnemobus.engine.embed import make_embedder
+        from mnemobus.engine.embedders import make_embedder
     emb = make_embedder(spec["provider"], spec["model"], spec["cache_dir"])
     return getattr(emb, "inner", emb)  # CachedEmbedder -> the model behind it
 

@@ -345,7 +345,8 @@ def print_quality(table: Mapping[str, Mapping[str, float]], counts: Mapping[str,
 
 async def main() -> None:
     from mnemobus.config import EmbeddingSettings
-    from mnemobus.engine.embed import LocalOnnxEmbedder, make_embedder
+    from mnemobus.engine.embed import LocalOnnxEmbedder
+    from mnemobus.engine.embedders import make_embedder
 
     path = Path(os.environ.get("LOCOMO_PATH", DEFAULT_PATH))
     convs = load_conversations(path)

@@ -105,7 +105,7 @@ class Service:
 
     async def __aenter__(self) -> "Service":
         from mnemobus.api.service import EXTRA_URL, run_api
-        from mnemobus.api.settings import ApiSettings
+        from mnemobus.config import ApiSettings
         from mnemobus.app import open_runtime, serve
         from mnemobus.config import Settings
 
@@ -166,7 +166,7 @@ def grid(points: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
 
 
 async def main() -> None:
-    from mnemobus.engine.embed import make_embedder
+    from mnemobus.engine.embedders import make_embedder
 
     path = Path(os.environ.get("LOCOMO_PATH", DEFAULT_PATH))
     convs = load_conversations(path)

@@ -69,16 +69,16 @@ def _load_by_path(name: str, relative: str):  # type: ignore[no-untyped-def]
 
 
 def load_embed_modules():  # type: ignore[no-untyped-def]
-    """mnemobus/engine/embed.py and embed_static.py by path: the very same code, without the engine package.
+    """mnemobus/engine/embed.py, embed_static.py and embedders.py by path: the very same code, without the engine package.
 
     `mnemobus` itself (a docstring and a version) and `mnemobus.errors` (no imports) come from the
     project folder; `mnemobus.engine` is never imported, because both modules are in sys.modules first.
     """
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    embed = _load_by_path("mnemobus.engine.embed", "mnemobus/engine/embed.py")
+    _load_by_path("mnemobus.engine.embed", "mnemobus/engine/embed.py")
     _load_by_path("mnemobus.engine.embed_static", "mnemobus/engine/embed_static.py")
-    return embed
+    return _load_by_path("mnemobus.engine.embedders", "mnemobus/engine/embedders.py")
 
 
 class MnemobusEmbedderClient(EmbedderClient):

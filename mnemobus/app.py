@@ -12,34 +12,34 @@ import logging
 import os
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from prometheus_client import start_http_server
 
+from mnemobus import extensions
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.config import Settings
+from mnemobus.errors import MnemobusError
 from mnemobus.identity import IdentityRegistry
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.plugin import Plugin, PluginContext
+from mnemobus.runtime import Runtime
 from mnemobus.runner import run_plugins
 from mnemobus.worker import EpisodeWorker
 
 log = logging.getLogger("mnemobus.app")
 
-ROLES = ("plugin", "worker", "api", "worldstate", "all")
-
-
 def expand_roles(role: str) -> set[str]:
-    """`all` means every role this build has; a named role must exist."""
-    from mnemobus.roles import OPTIONAL_ROLES, role_available
-
+    """`all` means every role this build has (the core two and every registered one); a named role must exist."""
+    optional = extensions.roles()
     if role == "all":
-        return {"plugin", "worker"} | {r for r in OPTIONAL_ROLES if role_available(r)}
+        return {"plugin", "worker", *optional}
+    if role not in {"plugin", "worker", *optional}:
+        raise MnemobusError(f"role {role!r} is not available in this build; it has: "
+                            f"{', '.join(sorted({'plugin', 'worker', *optional}))}")
     return {role}
 
 
@@ -50,22 +50,6 @@ def with_worker_on_embedded_bus(roles: set[str], *, embedded: bool) -> set[str]:
         log.info("the bus is embedded in this process, so the extraction worker runs here too")
         return roles | {"worker"}
     return roles
-
-
-@dataclass
-class Runtime:
-    """What a running process holds; tests and the demo reach in through it."""
-
-    settings: Settings
-    bus: Bus
-    metrics: PipelineMetrics
-    identity: IdentityRegistry
-    engine: Any
-    stop: anyio.Event
-    server: EmbeddedNatsServer | None = None
-    url: str = ""
-    worker: EpisodeWorker | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @contextlib.asynccontextmanager
@@ -84,13 +68,8 @@ async def nats_url(settings: Settings) -> AsyncIterator[tuple[str, EmbeddedNatsS
 
 
 def default_plugins(settings: Settings, *, demo: bool) -> list[Plugin]:
-    from plugins.echo import EchoExecutor
-    from plugins.memory import MemoryPlugin
-
-    plugins: list[Plugin] = [MemoryPlugin()]
-    if demo:
-        plugins.append(EchoExecutor("echo"))
-    return plugins
+    """The bus plugins installed packages register (the memory plugin; the echo executor in the demo)."""
+    return extensions.bus_plugins(settings, demo=demo)
 
 
 async def _reload_identity(identity: IdentityRegistry, interval_s: float, stop: anyio.Event) -> None:
@@ -159,10 +138,9 @@ async def serve(rt: Runtime, roles: set[str], *, plugins: list[Plugin] | None = 
                                 rt.identity, rt.engine, echo)
             await tg.start(run_plugins, plugins if plugins is not None else default_plugins(rt.settings, demo=False),
                            ctx, rt.stop)
-        if "worldstate" in roles or "api" in roles:
-            from mnemobus.roles import start_optional_roles
-
-            await start_optional_roles(tg, rt, roles)
+        for name, start in extensions.roles().items():
+            if name in roles:
+                await tg.start(start, rt)
         task_status.started()
         await rt.stop.wait()
 

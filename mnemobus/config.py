@@ -15,7 +15,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from mnemobus.api.settings import ApiSettings
 from mnemobus.errors import ConfigError
 
 ENV_PREFIX = "MNEMOBUS_"
@@ -233,6 +232,18 @@ class IdentitySettings(Section):
 class MetricsSettings(Section):
     port: int = Field(default=9464, ge=0, le=65535, description="0 disables the /metrics listener")
     host: str = "127.0.0.1"
+
+
+class ApiSettings(Section):
+    """The `api` section: where the memory service listens and what it asks of callers."""
+
+    http: bool = Field(default=True, description="serve the Graphiti-compatible HTTP API (NATS endpoints always run)")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535, description="0 binds a free port (tests); the bound URL is logged")
+    api_key: SecretStr | None = Field(default=None, description="when set, HTTP and NATS requests must carry it")
+    max_inflight: int = Field(default=64, ge=1, le=10_000, description="concurrent NATS requests per endpoint")
+    drain_timeout_s: float = Field(default=10.0, gt=0, description="how long in-flight requests may finish at stop")
+    search_timeout_s: float = Field(default=5.0, gt=0, description="a search or get-memory past this answers 504")
 
 
 class Settings(BaseSettings):

@@ -15,26 +15,15 @@ A source store must offer `group_ids()` and `export_group(group_id)` (the
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from mnemobus.errors import MnemobusError
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import GraphStore, Vector
-from mnemobus.store.model import Entity, Episode, Fact
+from mnemobus.store.contract import GraphStore
+from mnemobus.store.model import GroupExport
 
 BATCH = 200
-
-
-@dataclass(frozen=True, slots=True)
-class GroupExport:
-    """Every row of one group as stored: what a migration copies."""
-
-    group_id: GroupId
-    episodes: list[tuple[Episode, bool, Vector | None]] = field(default_factory=list)  # (episode, screened, vector)
-    entities: list[tuple[Entity, Vector | None]] = field(default_factory=list)
-    facts: list[tuple[Fact, Vector | None]] = field(default_factory=list)
-    mentions: list[tuple[str, str]] = field(default_factory=list)  # (episode id, entity id)
 
 
 @runtime_checkable

@@ -41,7 +41,7 @@ def run_status(settings: Settings, args: argparse.Namespace) -> int:
         return 2
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_status_command(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("status", help="poll the world state once; print it as JSON; exit 1 unless every goal holds")
     p.add_argument("--goals", type=Path, default=None,
                    help="goals file (default $MNEMOBUS_GOALS or workspace/goals.yaml)")

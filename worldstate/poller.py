@@ -20,10 +20,11 @@ from anyio.abc import TaskStatus
 from worldstate.evaluate import GoalResult, GoalTracker, Transition, evaluate
 from worldstate.goals import WorldstateConfig, load_config
 from worldstate.metrics import WorldstateMetrics
-from worldstate.probes import BUILTIN_DOMAINS, Domain, DomainFactory, ProbeContext, observe_domain
+from mnemobus import extensions
+from worldstate.probes import Domain, DomainFactory, ProbeContext, observe_domain
 
 if TYPE_CHECKING:
-    from mnemobus.app import Runtime
+    from mnemobus.runtime import Runtime
 
 log = logging.getLogger("mnemobus.worldstate")
 
@@ -50,7 +51,7 @@ class Snapshot:
 class Poller:
     ctx: ProbeContext
     metrics: WorldstateMetrics | None = None
-    factories: tuple[DomainFactory, ...] = BUILTIN_DOMAINS
+    factories: tuple[DomainFactory, ...] = field(default_factory=lambda: tuple(extensions.probe_domains()))
     tracker: GoalTracker = field(default_factory=GoalTracker)
     latest: Snapshot | None = None
 

@@ -30,10 +30,10 @@ from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, ScoredEpiso
 Recalled = ScoredFact | ScoredEpisode
 
 from mnemobus.api.models import Message
-from mnemobus.api.settings import ApiSettings
+from mnemobus.config import ApiSettings
 
 if TYPE_CHECKING:
-    from mnemobus.app import Runtime
+    from mnemobus.runtime import Runtime
 
 log = logging.getLogger("mnemobus.api")
 
@@ -88,9 +88,9 @@ class MemoryService:
         return True, "ok"
 
     def status(self) -> dict[str, Any] | None:
-        from worldstate.poller import current_document
+        from mnemobus import extensions
 
-        return current_document(self.rt)
+        return extensions.status_document(self.rt)
 
     # -- ingestion --------------------------------------------------------------------------
 

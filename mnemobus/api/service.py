@@ -1,6 +1,6 @@
 """The `api` role: the memory service on NATS and, unless switched off, on HTTP.
 
-Started by `mnemobus.roles` inside the app's task group. It reports started
+Started by the app inside its task group (the role is registered in `mnemobus.api.role`). It reports started
 once both listeners accept requests, and when `rt.stop` is set it stops
 taking new requests, lets the in-flight ones answer, and returns.
 """
@@ -19,13 +19,13 @@ from anyio.abc import TaskStatus
 from mnemobus.api.core import MemoryService
 from mnemobus.api.http import create_app
 from mnemobus.api.nats_service import NatsApi
-from mnemobus.api.settings import ApiSettings
+from mnemobus.config import ApiSettings
 from mnemobus.warming import warm_recall_indexes
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mnemobus.app import Runtime
+    from mnemobus.runtime import Runtime
 
 log = logging.getLogger("mnemobus.api")
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 
 from mnemobus.config import Settings
-from mnemobus.engine.embed import Embedder, make_embedder
+from mnemobus.engine.embed import Embedder
+from mnemobus.engine.embedders import make_embedder
 from mnemobus.engine.extract import Extractor
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.ingest import Disambiguator, ExtractionObserver, Ingestor, word_subset_disambiguator

@@ -215,16 +215,3 @@ class CachedEmbedder:
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
         return out
-
-
-def make_embedder(provider: str, model: str, cache_dir: Path | str = "data/embeddings") -> Embedder:
-    """The embedder named in config; the local model fails here, at start-up, if its packages are absent."""
-    if provider == "hash":
-        return HashEmbedder()
-    if provider == "local":
-        return CachedEmbedder(LocalOnnxEmbedder(model))
-    if provider == "static":
-        from mnemobus.engine.embed_static import StaticEmbedder
-
-        return StaticEmbedder(model, cache_dir)
-    raise ConfigError(f"memory.embedding.provider: unknown provider {provider!r}")

@@ -23,17 +23,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
-
-import numpy as np
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from mnemobus.groups import GroupId
-from mnemobus.store.model import EdgeType, Entity, Episode, Fact
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Vector
 
-if TYPE_CHECKING:
-    from mnemobus.migrate import GroupExport
-
-Vector = np.ndarray  # float32, shape (dim,), unit length
 T = TypeVar("T")
 
 

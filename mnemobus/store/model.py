@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+import numpy as np
+
 from mnemobus.groups import GroupId
 
+Vector = np.ndarray  # float32, shape (dim,), unit length
 EdgeType = Literal["causal", "temporal", "semantic", "co-occurrence", "hierarchical"]
 
 
@@ -131,3 +134,14 @@ class RecallResult:
         best = self.ranked(limit)
         return RecallResult(facts=tuple(i for i in best if isinstance(i, ScoredFact)),
                             episodes=tuple(i for i in best if isinstance(i, ScoredEpisode)), groups=self.groups)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupExport:
+    """Every row of one group as stored: what a migration copies."""
+
+    group_id: GroupId
+    episodes: list[tuple[Episode, bool, Vector | None]] = field(default_factory=list)  # (episode, screened, vector)
+    entities: list[tuple[Entity, Vector | None]] = field(default_factory=list)
+    facts: list[tuple[Fact, Vector | None]] = field(default_factory=list)
+    mentions: list[tuple[str, str]] = field(default_factory=list)  # (episode id, entity id)

@@ -65,9 +65,8 @@ from neo4j import exceptions as nx
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
 from mnemobus.groups import GroupId
-from mnemobus.migrate import GroupExport
 from mnemobus.store.contract import DeleteCounts, Hit, Step, Vector, pick_by_type
-from mnemobus.store.model import EdgeType, Entity, Episode, Fact
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
 from mnemobus.store.neo4j_mirror import (DELTA, KINDS, LOAD_COLUMNS, PAGE, SIZES, UNSTAMPED, GroupMirror,
                                         MirrorCache)
 

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -33,13 +33,10 @@ from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Ste
 from mnemobus.store.fact_graph import EPOCH as _EPOCH
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.fact_graph import utc_from_seconds as _dt
-from mnemobus.store.model import EdgeType, Entity, Episode, Fact
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
 from mnemobus.store.sqlite_graph import GraphReader, add_versioning
 from mnemobus.store.sqlite_fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite_vectors import VectorCache
-
-if TYPE_CHECKING:
-    from mnemobus.migrate import GroupExport
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -516,8 +513,7 @@ class SqliteStore:
 
     async def export_group(self, group_id: GroupId) -> GroupExport:
         """Every row of the group as stored, embeddings and screening flags included, read in one snapshot."""
-        from mnemobus.migrate import GroupExport
-
+    
         def q(c: sqlite3.Connection) -> GroupExport:
             c.execute("BEGIN")  # one read snapshot: a concurrent ingest cannot split the export
             try:

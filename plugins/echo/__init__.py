@@ -9,7 +9,9 @@ from __future__ import annotations
 from mnemobus import subjects
 from mnemobus.bus.endpoint import MessageContext
 from mnemobus.bus.router import Router
+from mnemobus.config import Settings
 from mnemobus.envelope import EnrichedRequest, WireModel
+from mnemobus.hooks import hookimpl
 from mnemobus.plugin import PluginContext
 
 
@@ -47,3 +49,9 @@ class EchoExecutor:
         if not said.endswith((".", "?", "!")):
             said += "."
         return ExecutorReply(content=f"Noted: {said}{memory_note}")
+
+
+@hookimpl
+def mnemobus_bus_plugins(settings: Settings, demo: bool) -> list[EchoExecutor]:
+    """Only in the demo: a real deployment has its own executors."""
+    return [EchoExecutor("echo")] if demo else []

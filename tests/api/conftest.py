@@ -14,7 +14,7 @@ import pytest
 
 from mnemobus import subjects
 from mnemobus.api.service import EXTRA_SERVICE, EXTRA_URL, run_api
-from mnemobus.api.settings import ApiSettings
+from mnemobus.config import ApiSettings
 from mnemobus.app import Runtime, open_runtime, serve
 from mnemobus.config import Settings
 

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from mnemobus import subjects
-from mnemobus.api import cli as api_cli
+from mnemobus.cli import memory as api_cli
 from tests.api.conftest import Api, command
 
 pytestmark = pytest.mark.anyio

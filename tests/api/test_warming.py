@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from mnemobus.api.service import run_api
-from mnemobus.api.settings import ApiSettings
+from mnemobus.config import ApiSettings
 from mnemobus.app import open_runtime, serve
 from mnemobus.config import Settings
 from plugins.memory import MemoryPlugin

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mnemobus.config import Settings
-from worldstate.cli import register
+from worldstate.cli import add_status_command
 from worldstate_support import GOALS_FILE
 
 pytestmark = pytest.mark.own_server
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.own_server
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
+    add_status_command(parser.add_subparsers())
     return parser.parse_args(argv)
 
 

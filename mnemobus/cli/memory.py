@@ -18,11 +18,13 @@ import anyio
 from mnemobus import subjects
 
 from mnemobus.config import Settings
+from mnemobus.hooks import hookimpl
 from mnemobus.envelope import Meta, Payload, SkillRequest, Source
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("memory", help="show, search or clear memory (asks the running memory service)")
+@hookimpl
+def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = subcommands.add_parser("memory", help="show, search or clear memory (asks the running memory service)")
     cmds = p.add_subparsers(dest="memory_command", required=True, metavar="show|search|clear")
     show = cmds.add_parser("show", help="the facts memory holds as true now about the user")
     search = cmds.add_parser("search", help="search the user's memory")
@@ -39,7 +41,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def standalone_parser() -> argparse.ArgumentParser:
     """The `memory` command alone, for tests and for embedding in another CLI."""
     parser = argparse.ArgumentParser(prog="mnemobus")
-    register(parser.add_subparsers(dest="command", required=True))
+    mnemobus_commands(parser.add_subparsers(dest="command", required=True))
     return parser
 
 

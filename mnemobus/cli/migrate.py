@@ -7,6 +7,7 @@ import argparse
 import anyio
 
 from mnemobus.config import Settings
+from mnemobus.hooks import hookimpl
 from mnemobus.groups import validate_group_id
 
 
@@ -33,8 +34,9 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("migrate", help="copy groups between the embedded store and Neo4j (counts checked)")
+@hookimpl
+def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = subcommands.add_parser("migrate", help="copy groups between the embedded store and Neo4j (counts checked)")
     p.add_argument("--from", dest="source", choices=["sqlite", "neo4j"], default="sqlite")
     p.add_argument("--to", dest="target", choices=["sqlite", "neo4j"], default="neo4j")
     p.add_argument("--group", action="append", help="a group to copy (repeatable); default: every group")

@@ -1,4 +1,8 @@
-"""`mnemobus`: one subcommand per job, each a thin call into the library."""
+"""`mnemobus`: one subcommand per module in this package, each a thin call into the library.
+
+Every command, `run` and `doctor` included, comes in through the `mnemobus_commands` hook, so a command an
+installed package adds is a peer of the built-in ones.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-import anyio
-
+from mnemobus import extensions
 from mnemobus.config import Settings, load_settings
 from mnemobus.errors import ConfigError, MnemobusError
 
@@ -30,7 +33,8 @@ def _setup_logging(level: str) -> None:
     logging.getLogger("nats").setLevel(logging.WARNING)
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
+    """How a command narrates to the terminal."""
     print(line, flush=True)
 
 
@@ -39,21 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="path to the YAML config (default: workspace/mnemobus.yaml)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    run = sub.add_parser("run", help="run one role, or all of them, until Ctrl-C")
-    run.add_argument("--role", choices=["plugin", "worker", "api", "worldstate", "all"], default="all",
-                     help="plugin: enrich agent.skill.request; worker: store episodes; "
-                          "api: memory service; worldstate: probes, goals, metrics (default: all)")
-    run.add_argument("--demo", action="store_true", help="start the echo executor and play a short conversation")
-    run.add_argument("--once", action="store_true", help="exit after the demo (implies --demo); exit code 0 if it worked")
-    run.add_argument("--quiet", action="store_true", help="do not narrate what each component does")
-
-    doc = sub.add_parser("doctor", help="check config, NATS and the store; say what is wrong")
-    doc.add_argument("--smoke", action="store_true", help="also write, read back and delete a temporary group")
-
-    from mnemobus.cli_extra import register_commands
-
-    register_commands(sub)
+    extensions.add_commands(sub)
     return p
 
 
@@ -66,16 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _setup_logging(settings.log_level)
     try:
-        if args.command == "run":
-            from mnemobus.app import run
-
-            demo = args.demo or args.once
-            return anyio.run(lambda: run(settings, args.role, demo=demo, once=args.once,
-                                         echo=None if args.quiet else _say))
-        if args.command == "doctor":
-            from mnemobus.doctor import doctor
-
-            return anyio.run(lambda: doctor(settings, smoke=args.smoke, say=_say))
         return int(args.handler(settings, args))
     except ConfigError as exc:
         print(f"mnemobus: configuration refused: {exc}", file=sys.stderr)
@@ -85,7 +65,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,6 +11,7 @@ import anyio
 from mnemobus import dlq
 from mnemobus.bus.connection import Bus
 from mnemobus.config import Settings
+from mnemobus.hooks import hookimpl
 
 
 @contextlib.asynccontextmanager
@@ -46,8 +47,9 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("dlq", help="list, replay or purge dead letters (memory.dlq.<group>)")
+@hookimpl
+def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = subcommands.add_parser("dlq", help="list, replay or purge dead letters (memory.dlq.<group>)")
     p.add_argument("action", choices=["list", "replay", "purge"])
     p.add_argument("--group", help="only this group's dead letters")
     p.add_argument("--limit", type=int, default=100, help="list at most this many (default 100)")

@@ -1,0 +1,24 @@
+"""`mnemobus doctor`: what works and what does not, in the order a newcomer would check."""
+
+from __future__ import annotations
+
+import argparse
+
+import anyio
+
+from mnemobus.config import Settings
+from mnemobus.hooks import hookimpl
+
+
+def _handle(settings: Settings, args: argparse.Namespace) -> int:
+    from mnemobus.cli import say
+    from mnemobus.doctor import doctor
+
+    return anyio.run(lambda: doctor(settings, smoke=args.smoke, say=say))
+
+
+@hookimpl
+def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    doc = subcommands.add_parser("doctor", help="check config, NATS and the store; say what is wrong")
+    doc.add_argument("--smoke", action="store_true", help="also write, read back and delete a temporary group")
+    doc.set_defaults(handler=_handle)

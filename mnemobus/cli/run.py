@@ -1,0 +1,34 @@
+"""`mnemobus run`: one role, or all of them, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+
+import anyio
+
+from mnemobus import extensions
+from mnemobus.config import Settings
+from mnemobus.hooks import hookimpl
+
+CORE_ROLES = ("plugin", "worker")
+
+
+def _handle(settings: Settings, args: argparse.Namespace) -> int:
+    from mnemobus.app import run
+    from mnemobus.cli import say
+
+    demo = args.demo or args.once
+    return anyio.run(lambda: run(settings, args.role, demo=demo, once=args.once, echo=None if args.quiet else say))
+
+
+@hookimpl
+def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    run = subcommands.add_parser("run", help="run one role, or all of them, until Ctrl-C")
+    roles = [*CORE_ROLES, *sorted(extensions.roles()), "all"]
+    run.add_argument("--role", choices=roles, default="all",
+                     help="plugin: enrich agent.skill.request; worker: store episodes; api: memory service; "
+                          "worldstate: probes, goals, metrics; installed packages may add more (default: all)")
+    run.add_argument("--demo", action="store_true", help="start the echo executor and play a short conversation")
+    run.add_argument("--once", action="store_true", help="exit after the demo (implies --demo); exit code 0 if it worked")
+    run.add_argument("--quiet", action="store_true", help="do not narrate what each component does")
+    run.set_defaults(handler=_handle)

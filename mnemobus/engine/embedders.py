@@ -1,0 +1,20 @@
+"""The embedder a config names. Apart from embed.py, whose models the static embedder is distilled from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mnemobus.engine.embed import CachedEmbedder, Embedder, HashEmbedder, LocalOnnxEmbedder
+from mnemobus.engine.embed_static import StaticEmbedder
+from mnemobus.errors import ConfigError
+
+
+def make_embedder(provider: str, model: str, cache_dir: Path | str = "data/embeddings") -> Embedder:
+    """The embedder named in config; the local model fails here, at start-up, if its packages are absent."""
+    if provider == "hash":
+        return HashEmbedder()
+    if provider == "local":
+        return CachedEmbedder(LocalOnnxEmbedder(model))
+    if provider == "static":
+        return StaticEmbedder(model, cache_dir)
+    raise ConfigError(f"memory.embedding.provider: unknown provider {provider!r}")

@@ -1,0 +1,67 @@
+"""Loads what the hooks add: mnemobus's own command modules first, then every installed `mnemobus` entry point.
+
+One manager per process, built on first use, so a CLI call, a role and a test all see the same set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from mnemobus import hooks
+from mnemobus.errors import MnemobusError
+
+if TYPE_CHECKING:
+    from mnemobus.runtime import Runtime
+    from mnemobus.config import Settings
+    from mnemobus.plugin import Plugin
+
+log = logging.getLogger("mnemobus.extensions")
+
+#: the kernel's own hook implementations, loaded before any entry point
+BUILTIN_MODULES = ("mnemobus.cli.run", "mnemobus.cli.doctor", "mnemobus.cli.dlq", "mnemobus.cli.migrate",
+                   "mnemobus.cli.memory", "mnemobus.api.role")
+
+
+@functools.cache
+def manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hooks.PROJECT)
+    pm.add_hookspecs(hooks)
+    for name in BUILTIN_MODULES:
+        pm.register(__import__(name, fromlist=["_"]), name=name)
+    loaded = pm.load_setuptools_entrypoints(hooks.PROJECT)
+    log.debug("%d extension(s) from entry points", loaded)
+    return pm
+
+
+def bus_plugins(settings: "Settings", *, demo: bool) -> "list[Plugin]":
+    return [p for batch in manager().hook.mnemobus_bus_plugins(settings=settings, demo=demo) for p in batch]
+
+
+def roles() -> dict[str, hooks.RoleStarter]:
+    """Every optional role; two packages claiming one name is refused rather than one silently winning."""
+    found: dict[str, hooks.RoleStarter] = {}
+    for batch in manager().hook.mnemobus_roles():
+        for name, starter in batch.items():
+            if name in found:
+                raise MnemobusError(f"role {name!r} is registered twice")
+            found[name] = starter
+    return found
+
+
+def add_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """In the order the implementations were registered, so `--help` lists the built-in commands first."""
+    for impl in manager().hook.mnemobus_commands.get_hookimpls():
+        impl.function(subcommands=subcommands)
+
+
+def status_document(runtime: "Runtime") -> dict[str, Any] | None:
+    return manager().hook.mnemobus_status_document(runtime=runtime)
+
+
+def probe_domains() -> list[Any]:
+    return [f for batch in manager().hook.mnemobus_probe_domains() for f in batch]

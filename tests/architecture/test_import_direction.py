@@ -1,0 +1,37 @@
+"""The code's shape, as docs/architecture.md draws it: the kernel above its plugins, no circles, nats in bus/."""
+
+from __future__ import annotations
+
+from import_graph import cycles, imports, third_party_imports  # same folder (pytest prepend import mode)
+
+GRAPH = imports()
+#: modules outside bus/ that still talk to nats-py directly; the list may only shrink (see the last test)
+NATS_OUTSIDE_BUS = frozenset({"mnemobus.worker", "mnemobus.api.nats_service", "mnemobus.dlq",
+                              "plugins.memory.plugin", "worldstate.probes"})
+
+
+def test_no_kernel_module_imports_plugins_or_worldstate() -> None:
+    upward = {m: sorted(d for d in deps if d.split(".")[0] in ("plugins", "worldstate"))
+              for m, deps in GRAPH.items() if m.startswith("mnemobus")}
+    assert {m: d for m, d in upward.items() if d} == {}
+
+
+def test_no_module_is_part_of_an_import_circle() -> None:
+    assert cycles(GRAPH) == []
+
+
+def test_the_circle_finder_finds_a_circle_through_three_modules() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_store_imports_neither_the_bus_nor_the_engine() -> None:
+    wrong = {m: sorted(d for d in deps if d.startswith(("mnemobus.bus", "mnemobus.engine")))
+             for m, deps in GRAPH.items() if m.startswith("mnemobus.store")}
+    assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def test_nats_is_imported_only_inside_the_bus_and_the_listed_remainder() -> None:
+    users = {m for m, names in third_party_imports().items() if "nats" in names and not m.startswith("mnemobus.bus")}
+    assert users - NATS_OUTSIDE_BUS == set(), "a new module imports nats outside mnemobus/bus/"
+    assert NATS_OUTSIDE_BUS - users == set(), "a listed module no longer imports nats: take it off the list"
