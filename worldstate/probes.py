@@ -20,11 +20,10 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 import anyio
-import nats.errors
-import nats.js.errors
 
 from mnemobus import subjects
 from mnemobus.bus.connection import Bus
+from mnemobus.bus.errors import BucketNotFound, BusError, KeyNotFound, NoKeys, NotFound
 from mnemobus.config import Settings
 from mnemobus.envelope import EpisodeMessage
 from mnemobus.metrics import PipelineMetrics
@@ -198,7 +197,7 @@ class HeartbeatProbe:
         try:
             kv = await self.ctx.bus.js.key_value(subjects.HEARTBEAT_BUCKET)
             keys = await kv.keys()
-        except (nats.js.errors.BucketNotFoundError, nats.js.errors.NoKeysError):
+        except (BucketNotFound, NoKeys):
             keys = []
         else:
             for key in keys:
@@ -206,7 +205,7 @@ class HeartbeatProbe:
                     continue
                 try:
                     entry = await kv.get(key)
-                except nats.js.errors.KeyNotFoundError:
+                except KeyNotFound:
                     continue
                 try:
                     beats.append(json.loads(entry.value or b"{}"))
@@ -238,7 +237,7 @@ class ConsumerLagProbe:
     async def observe(self) -> dict[str, Any]:
         try:
             info = await self.ctx.bus.js.consumer_info(subjects.EPISODE_STREAM, subjects.WORKER_DURABLE)
-        except nats.js.errors.NotFoundError:
+        except NotFound:
             # no consumer yet: nothing is being consumed, so lag is not observable (goals -> unknown)
             return {"consumerExists": False}
         pending, ack_pending = int(info.num_pending or 0), int(info.num_ack_pending or 0)
@@ -254,7 +253,7 @@ class DeadLetterProbe:
     async def observe(self) -> dict[str, Any]:
         try:
             info = await self.ctx.bus.js.stream_info(subjects.DLQ_STREAM)
-        except nats.js.errors.NotFoundError:
+        except NotFound:
             return {"dlqSize": 0}
         return {"dlqSize": int(info.state.messages)}
 
@@ -326,9 +325,9 @@ class StreamsProbe:
         try:
             with anyio.fail_after(self.ctx.config.probe_timeout_s * 0.8):
                 info = await self.ctx.bus.js.stream_info(subjects.EPISODE_STREAM)
-        except nats.js.errors.NotFoundError:
+        except NotFound:
             return {"jetstreamOk": True, "episodeStreamExists": False}
-        except (TimeoutError, nats.errors.Error) as exc:
+        except (TimeoutError, BusError) as exc:
             return {"jetstreamOk": False, "jetstreamError": _error_text(exc) or "no answer"}
         return {"jetstreamOk": True, "episodeStreamExists": True,
                 "episodeStreamMessages": int(info.state.messages), "episodeStreamBytes": int(info.state.bytes),

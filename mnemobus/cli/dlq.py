@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from mnemobus import dlq
+from mnemobus.bus import dlq
 from mnemobus.bus.connection import Bus
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl

@@ -12,11 +12,10 @@ import json
 import logging
 
 import anyio
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
 
 from mnemobus import subjects
 from mnemobus.bus.endpoint import MessageContext
+from mnemobus.bus.errors import NoResponders, RequestTimeout
 from mnemobus.bus.router import Router
 from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest, SkillResponse
 from mnemobus.groups import GroupId
@@ -163,10 +162,10 @@ class MemoryPlugin:
         timeout = ctx.settings.memory.executor_timeout_s
         try:
             msg = await ctx.bus.request(subjects.skill_execute(agent_id), enriched.to_wire(), timeout)
-        except NoRespondersError:
+        except NoResponders:
             ctx.metrics.executor_errors.labels(kind="no_responders").inc()
             return SkillResponse(error=f"no executor is listening on {subjects.skill_execute(agent_id)}", **base)
-        except (NatsTimeout, TimeoutError):
+        except (RequestTimeout, TimeoutError):
             ctx.metrics.executor_errors.labels(kind="timeout").inc()
             return SkillResponse(error=f"executor for agent {agent_id!r} did not answer within {timeout:g}s", **base)
         content, error = _read_executor_reply(msg.data)

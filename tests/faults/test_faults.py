@@ -12,7 +12,7 @@ import pytest
 from mnemobus import subjects
 from mnemobus.app import open_runtime, serve
 from mnemobus.bus.connection import Bus
-from mnemobus.dlq import list_letters
+from mnemobus.bus.dlq import list_letters
 from mnemobus.envelope import EpisodeMessage
 
 pytestmark = [pytest.mark.anyio, pytest.mark.own_server, pytest.mark.slow]

@@ -58,7 +58,7 @@ async def wait_for_episodes(rt: Runtime, group: str, n: int, timeout: float = 10
 
 
 async def dead_letters(rt: Runtime, group: str | None = None, n: int = 1, timeout: float = 5) -> list:
-    from mnemobus.dlq import list_letters
+    from mnemobus.bus.dlq import list_letters
 
     letters: list = []
     with anyio.move_on_after(timeout):

@@ -86,7 +86,7 @@ async def test_episode_that_keeps_failing_is_dead_lettered_after_max_deliver(pip
 
 
 async def test_dead_letters_can_be_replayed_into_the_store(pipeline, monkeypatch):
-    from mnemobus import dlq
+    from mnemobus.bus import dlq
     from mnemobus.errors import StoreUnavailable
 
     real = pipeline.engine.ingest_many

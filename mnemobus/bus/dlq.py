@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import nats.js.errors
 
 from mnemobus import subjects
 from mnemobus.bus.connection import Bus
+from mnemobus.bus.errors import NotFound
 from mnemobus.envelope import DeadLetter
 
 
@@ -26,7 +26,7 @@ class StoredLetter:
 async def list_letters(bus: Bus, group: str | None = None, limit: int = 1000) -> list[StoredLetter]:
     try:
         info = await bus.js.stream_info(subjects.DLQ_STREAM)
-    except nats.js.errors.NotFoundError:
+    except NotFound:
         return []
     out: list[StoredLetter] = []
     want = subjects.dlq(group) if group else None
@@ -35,7 +35,7 @@ async def list_letters(bus: Bus, group: str | None = None, limit: int = 1000) ->
             break
         try:
             raw = await bus.js.get_msg(subjects.DLQ_STREAM, seq)
-        except nats.js.errors.NotFoundError:
+        except NotFound:
             continue
         if want and raw.subject != want:
             continue
@@ -63,7 +63,7 @@ async def replay(bus: Bus, group: str | None = None) -> tuple[int, int]:
 async def purge(bus: Bus, group: str | None = None) -> int:
     try:
         info = await bus.js.stream_info(subjects.DLQ_STREAM)
-    except nats.js.errors.NotFoundError:
+    except NotFound:
         return 0
     before = info.state.messages
     if group:
