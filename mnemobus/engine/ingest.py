@@ -27,10 +27,11 @@ from mnemobus.engine.text import display_name, has_injection_markers, normalise_
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
 from mnemobus.limits import MAX_CONTENT_CHARS
-from mnemobus.store.contract import BatchTransactions, GraphStore, WriteTxn
+from mnemobus.store.contract import BatchTransactions, GraphStore, Prefetch, WriteTxn
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome
 
 MAX_ID_CHARS = 512
+SIMILAR_CANDIDATES = 3  # entities a new name is compared with
 MERGE_SIMILARITY = 0.85
 AMBIGUOUS_SIMILARITY = 0.70
 EMBED_EPISODE_CHARS = 2000
@@ -143,10 +144,11 @@ class _Prepared:
 Work = Callable[[WriteTxn], Awaitable[IngestOutcome]]
 
 
-async def commit_each(store: GraphStore, works: Sequence[Work]) -> list[IngestOutcome | Exception]:
+async def commit_each(store: GraphStore, works: Sequence[Work],
+                      prefetch: Prefetch | None = None) -> list[IngestOutcome | Exception]:
     """Every work in its own transaction; one work's failure is returned in its slot and never touches the others."""
     if isinstance(store, BatchTransactions):
-        return await store.run_transactions(works)
+        return await store.run_transactions(works, prefetch)
     out: list[IngestOutcome | Exception] = []
     for work in works:
         try:
@@ -155,6 +157,29 @@ async def commit_each(store: GraphStore, works: Sequence[Work]) -> list[IngestOu
         except Exception as exc:  # noqa: BLE001 - reported in the slot
             out.append(exc)
     return out
+
+
+def prefetch_for(prepared: Sequence[_Prepared]) -> Prefetch:
+    """What the batch's works will read first: their episode ids, the names they mention (and the entities nearest
+    each, for a name no entity has yet) and the fact chains of their facts' and endings' subjects (by name), so a
+    store with round trips fetches them in one go (see Prefetch)."""
+    episodes, aliases, chains = [], set(), set()
+    similar: dict[tuple[GroupId, str], np.ndarray] = {}
+    for p in prepared:
+        group = p.episode.group_id
+        episodes.append((group, p.episode.id))
+        if p.screened:
+            continue
+        for e in p.extraction.entities:
+            name = normalise_name(e.name)
+            aliases.add((group, name))
+            vector = p.vectors.get(("entity", e.name))
+            if name and vector is not None:
+                similar.setdefault((group, name), vector)
+        chains.update((group, normalise_name(f.subject), f.relation) for f in p.extraction.facts)
+        chains.update((group, normalise_name(e.subject), e.relation) for e in p.extraction.endings)
+    return Prefetch(tuple(episodes), tuple(sorted(a for a in aliases if a[1])), tuple(sorted(c for c in chains if c[1])),
+                    tuple((g, name, v) for (g, name), v in similar.items()), SIMILAR_CANDIDATES)
 
 
 class Ingestor:
@@ -214,7 +239,8 @@ class Ingestor:
             for p in prepared:
                 results[p.slot] = exc
             prepared = []
-        for p, outcome in zip(prepared, await commit_each(self.store, [self._work(p) for p in prepared]), strict=True):
+        outcomes = await commit_each(self.store, [self._work(p) for p in prepared], prefetch_for(prepared))
+        for p, outcome in zip(prepared, outcomes, strict=True):
             results[p.slot] = outcome
         return [r if r is not None else RuntimeError("episode was not processed") for r in results]
 
@@ -264,14 +290,19 @@ class Ingestor:
         for slot, episode in checked:
             by_group.setdefault(episode.group_id, []).append((slot, episode))
         stored: dict[str, set[str]] = {}
-        for group, items in by_group.items():
+
+        async def look(group: GroupId, items: list[tuple[int, Episode]]) -> None:
             try:
                 found = await self.store.get_episodes(group, [e.id for _, e in items])
             except Exception as exc:  # noqa: BLE001 - StoreUnavailable for this group's episodes only
                 for slot, _ in items:
                     results[slot] = exc
-                continue
+                return
             stored[group] = {e.id for e in found}
+
+        async with anyio.create_task_group() as tg:  # side by side: a store with round trips sends them together
+            for group, items in by_group.items():
+                tg.start_soon(look, group, items)
         return stored
 
     def _work(self, p: _Prepared) -> Work:
@@ -326,7 +357,7 @@ class Ingestor:
             if found is not None and not types_compatible(found.type, type_):
                 found = None  # Jordan the country is not Jordan the friend
         if found is None and vector is not None:
-            for candidate, similarity in await txn.similar_entities(group, vector, 3):
+            for candidate, similarity in await txn.similar_entities(group, vector, SIMILAR_CANDIDATES):
                 if (candidate.canonical_name in keep_apart or numbers_differ(canonical, candidate.canonical_name)
                         or not types_compatible(candidate.type, type_)):
                     continue  # names said together in one episode are different things (vim -> neovim)

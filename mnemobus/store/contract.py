@@ -88,6 +88,28 @@ class Standing:
                    born, fact.retrieval_count)
 
 
+@dataclass(frozen=True, slots=True)
+class Prefetch:
+    """What the works of a batch will read first, so a backend with round trips can fetch it in one go.
+
+    A hint, never a promise: works may read other things (each costs a read), and a backend without
+    round trips ignores it. On Neo4j every read of a write transaction was a round trip, and most of an
+    episode's cost.
+    """
+
+    episodes: tuple[tuple[GroupId, str], ...] = ()  # (group, episode id): is it stored?
+    aliases: tuple[tuple[GroupId, str], ...] = ()  # (group, normalised name): which entity has it
+    chains: tuple[tuple[GroupId, str, str], ...] = ()  # (group, subject's normalised name, relation): its facts
+    # (group, normalised name, its vector): the `similar_k` entities nearest it, when no entity has the name
+    similar: tuple[tuple[GroupId, str, Vector], ...] = ()
+    similar_k: int = 3
+
+    def groups(self) -> list[GroupId]:
+        """Every group named, sorted."""
+        return sorted({g for g, _ in self.episodes} | {g for g, _ in self.aliases} | {c[0] for c in self.chains}
+                      | {s[0] for s in self.similar})
+
+
 class WriteTxn(Protocol):
     """One atomic write of one episode's consequences.
 
@@ -254,9 +276,13 @@ class BatchTransactions(Protocol):
     otherwise it opens `transaction()` once per episode.
     """
 
-    async def run_transactions(self, works: Sequence[Callable[[WriteTxn], Awaitable[T]]]) -> list[T | Exception]:
+    async def run_transactions(self, works: Sequence[Callable[[WriteTxn], Awaitable[T]]],
+                               prefetch: Prefetch | None = None) -> list[T | Exception]:
         """Run each work atomically, in order; a work's exception is returned in its slot (and nothing of it is
-        kept). Returns only once the successful works are durable; when the store fails, every slot says so."""
+        kept). Returns only once the successful works are durable; when the store fails, every slot says so.
+
+        Works of one batch that write the same group see each other's writes, and no other writer changes
+        the groups a work reads until the batch is durable: two workers never both extend one fact chain."""
 
 
 @runtime_checkable

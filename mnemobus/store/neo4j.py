@@ -65,8 +65,9 @@ from neo4j import exceptions as nx
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, Hit, Step, Vector, pick_by_type
+from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector, pick_by_type
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
+from mnemobus.store.neo4j_overlay import _EPOCH, Overlay, Pending, as_datetime
 from mnemobus.store.neo4j_mirror import (DELTA, KINDS, LOAD_COLUMNS, PAGE, SIZES, UNSTAMPED, GroupMirror,
                                         MirrorCache)
 
@@ -96,6 +97,7 @@ RETRIEVAL_FLUSH_S = 1.0  # retrieval counts are written at most this long after 
 RETRIEVAL_BACKLOG = 1000  # ... or as soon as this many facts wait
 RETRIEVAL_WRITE_TIMEOUT_S = 30.0  # the server gives up on a count write (waiting on a group's writers) after this
 DELETE_BATCH = 10_000  # rows of one kind per transaction when a group is deleted
+LOCK_RETRIES = 3  # a batch that lost a deadlock runs again this many times before its works are told to retry
 
 T = TypeVar("T")
 
@@ -109,6 +111,8 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX mb_entity_group IF NOT EXISTS FOR (n:Entity) ON (n.group_id)",
     "CREATE INDEX mb_fact_group IF NOT EXISTS FOR ()-[r:FACT]-() ON (r.group_id)",
     "CREATE INDEX mb_fact_subject IF NOT EXISTS FOR ()-[r:FACT]-() ON (r.subject_id)",
+    # a fact chain (subject and relation): the speaker of a busy group is the subject of thousands of facts
+    "CREATE INDEX mb_fact_chain IF NOT EXISTS FOR ()-[r:FACT]-() ON (r.subject_id, r.relation)",
     # the in-process mirrors (neo4j_mirror): one version node per group, and rows stamped with the version
     # that last wrote them, so a mirror reads only what changed since it last looked
     "CREATE CONSTRAINT mb_group_version IF NOT EXISTS FOR (n:GroupVersion) REQUIRE n.group_id IS UNIQUE",
@@ -171,19 +175,7 @@ def _vec_bytes(v: Vector | Sequence[float] | None) -> bytes | None:
     return np.asarray(v, dtype="<f4").tobytes()
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _dt(v: Any) -> datetime | None:
-    if v is None:
-        return None
-    if isinstance(v, int):  # microseconds since the epoch, from _proj
-        return _EPOCH + timedelta(microseconds=v)
-    if hasattr(v, "to_native"):
-        v = v.to_native()
-    if isinstance(v, datetime) and v.tzinfo is None:
-        v = v.replace(tzinfo=UTC)
-    return v
+_dt = as_datetime
 
 
 def _utc(v: datetime | None) -> datetime | None:
@@ -402,50 +394,50 @@ _FLUSH = (
 )
 
 
-class _Pending:
-    """Writes buffered since the last flush, and what they could change for a read in the same transaction."""
-
-    def __init__(self) -> None:
-        self.eps: list[dict[str, Any]] = []
-        self.ents: list[dict[str, Any]] = []
-        self.obs: list[dict[str, Any]] = []
-        self.links: list[dict[str, Any]] = []
-        self.facts: list[dict[str, Any]] = []
-        self.upds: list[dict[str, Any]] = []
-        self.srcs: list[dict[str, Any]] = []
-        self.episode_ids: set[str] = set()  # queued episodes: a second insert of one is not a new episode
-        self.alias_keys: set[tuple[str, str]] = set()  # (group, alias) an alias lookup could now resolve differently
-        self.entities: set[str] = set()  # entity ids whose stored fields change
-        self.vector_groups: set[str] = set()  # groups gaining an entity embedding
-        self.chains: set[tuple[str, str, str]] = set()  # (group, subject, relation) gaining a fact
-        self.fact_ids: set[str] = set()  # facts whose stored fields change
-        self.src_keys: set[tuple[str, str]] = set()
-
-    def _lists(self) -> tuple[list[dict[str, Any]], ...]:
-        return self.eps, self.ents, self.obs, self.links, self.facts, self.upds, self.srcs
-
-    def __bool__(self) -> bool:
-        return any(self._lists())
-
-    def groups(self) -> list[str]:
-        """Every group a flush of these rows writes, sorted: the order its version nodes are locked in."""
-        found = {r["group_id"] for r in (*self.eps, *self.ents, *self.facts)}
-        found.update(r["g"] for r in (*self.obs, *self.links, *self.upds, *self.srcs))
-        return sorted(found)
-
-    def mark(self) -> tuple[int, ...]:
-        return tuple(len(rows) for rows in self._lists())
-
-    def truncate(self, mark: tuple[int, ...]) -> None:
-        """Forget the rows queued after `mark` (a work of a batch failed before they were sent).
-
-        The read-conflict sets may keep entries of forgotten rows: they only cause an extra flush.
-        The two sets that decide answers are rebuilt from the rows kept.
-        """
-        for rows, n in zip(self._lists(), mark, strict=True):
-            del rows[n:]
-        self.episode_ids = {r["id"] for r in self.eps}
-        self.src_keys = {(r["id"], r["ep"]) for r in self.srcs}
+# Group locks. A write transaction takes its groups' locks before its first read of them and holds them to commit,
+# so what it read stays true (see neo4j_overlay) and two writers of one group (two workers) never both act on the
+# same fact chain: the second waits for the first to commit, then reads what it wrote. `SET gv.v = gv.v` takes the
+# node's write lock without changing the version. A batch locks (and creates) all its groups at once, sorted, so
+# batches never wait on each other in a cycle; a read of a group not yet locked locks it only if it exists (a read
+# through a transaction must not create nodes: an unknown group has nothing to race on but unique ids).
+_LOCK_GROUPS = (
+    "UNWIND $groups AS g OPTIONAL MATCH (old:GroupVersion {group_id: g}) WITH g, old IS NULL AS fresh "
+    "MERGE (gv:GroupVersion {group_id: g}) ON CREATE SET gv.epoch = randomUUID(), gv.v = 0 "
+    "SET gv.v = gv.v RETURN g, gv.epoch AS e, gv.v AS v, fresh"
+)
+_LOCK_EXISTING = ("UNWIND $groups AS g MATCH (gv:GroupVersion {group_id: g}) SET gv.v = gv.v "
+                  "RETURN g, gv.epoch AS e, gv.v AS v, false AS fresh")
+_CHAIN_Q = (
+    "MATCH (s:Entity)-[r:FACT {group_id: $g, subject_id: $s, relation: $rel}]->(o:Entity) "
+    f"RETURN {_FACT_RETURN}"
+)
+# What a batch reads first, in one statement: which of its episode ids are stored (and where), the entities its
+# names are aliases of, and the fact chains of its facts' subjects (found by the subject's name).
+_PREFETCH = (
+    "CALL { UNWIND $eps AS x OPTIONAL MATCH (n:Episode {id: x}) RETURN collect([x, n.group_id]) AS eps } "
+    "CALL { UNWIND $aliases AS k "
+    "  OPTIONAL MATCH (a:Alias {group_id: k[0], key: k[1]})-[:ALIAS_OF]->(e:Entity {group_id: k[0]}) "
+    f"  WITH k, collect(CASE WHEN e IS NULL THEN null ELSE [a.type, {_E}] END) AS owners "
+    "  RETURN collect([k[0], k[1], owners]) AS aliases } "
+    "CALL { UNWIND $chains AS c "
+    "  MATCH (:Alias {group_id: c[0], key: c[1]})-[:ALIAS_OF]->(s:Entity {group_id: c[0]}) "
+    "  CALL { WITH c, s OPTIONAL MATCH (s)-[r:FACT]->(o:Entity) "
+    "    WHERE r.subject_id = s.id AND r.relation = c[2] AND r.group_id = c[0] "
+    f"    RETURN collect(CASE WHEN r IS NULL THEN null ELSE {{r: {_R}, on: o.name}} END) AS facts }} "
+    "  RETURN collect([c[0], s.id, c[2], s.name, facts]) AS chains } "
+    # the entities nearest each name no entity has, by an exact scan of the name's group: groups of at most
+    # $scan_max entities only (a larger one is searched in the process's mirror of it instead)
+    "CALL { UNWIND $sim_groups AS g OPTIONAL MATCH (e:Entity {group_id: g}) WITH g, count(e) AS n "
+    "  WHERE n <= $scan_max RETURN collect(g) AS scannable } "
+    "CALL { WITH scannable UNWIND $similar AS x WITH x WHERE x.g IN scannable "
+    "  OPTIONAL MATCH (:Alias {group_id: x.g, key: x.k})-[:ALIAS_OF]->(known:Entity {group_id: x.g}) "
+    "  WITH x, head(collect(known)) AS known WHERE known IS NULL "
+    "  CALL { WITH x MATCH (e:Entity {group_id: x.g}) WHERE e.embedding IS NOT NULL "
+    "    WITH e, vector.similarity.cosine(e.embedding, x.v) AS s ORDER BY s DESC, e.id LIMIT $sim_k "
+    f"    RETURN collect({{e: {_E}, s: s}}) AS near }} "
+    "  RETURN collect([x.i, near]) AS similar } "
+    "RETURN eps, aliases, chains, scannable, similar"
+)
 
 
 class _SplitBatch(Exception):
@@ -455,27 +447,29 @@ class _SplitBatch(Exception):
 class _Neo4jWriteTxn:
     """The WriteTxn of the contract over one explicit Neo4j transaction.
 
-    Why it buffers: each Bolt round trip costs ~1-2 ms on loopback and far more
-    across a network, and the engine makes a dozen write calls per episode.
-    Writes are queued and sent as one UNWIND statement (`_FLUSH`) when the
-    transaction commits or when a read could see them. A read runs without
-    flushing when nothing queued could change its answer (the alias is not a
-    queued alias, no returned row is a queued change); otherwise the queue is
-    flushed first. Errors a write would have raised at once (unknown entity,
-    duplicate id) are raised at the flush instead, always before commit, so
-    the episode is still all-or-nothing. `flushes` counts the statements that
-    wrote: a batch (`Neo4jStore.run_transactions`) can drop a failed work's
-    queued rows only while none of them was sent.
+    Why it buffers: each Bolt round trip costs ~1-2 ms on loopback and far more across a network, and
+    the engine makes a dozen write calls per episode. Writes are queued and sent as one UNWIND statement
+    (`_FLUSH`) when the transaction commits. Reads lock their group first (see _LOCK_GROUPS), read the
+    server once per key and answer from then on in process, with the queued writes applied (see
+    neo4j_overlay): a read never flushes. A batch's likely reads come in one statement up front
+    (`prefetch`). Errors a write would have raised at once (unknown entity, duplicate id) are raised at
+    the flush instead, always before commit, so the episode is still all-or-nothing. `flushes` counts the
+    statements that wrote: a batch (`Neo4jStore.run_transactions`) can drop a failed work's queued rows
+    only while none of them was sent.
     """
 
     def __init__(self, tx: AsyncTransaction,
                  with_pending: Callable[[str, list[Fact]], list[Fact]] = lambda g, facts: facts,
-                 mirror_of: Callable[[str], Awaitable[GroupMirror | None]] | None = None) -> None:
+                 mirror_of: Callable[[str, tuple[str | None, int] | None, bool], Awaitable[GroupMirror | None]] | None = None,
+                 ) -> None:
         self._tx = tx
         self._with_pending = with_pending  # retrieval counts the store holds but has not written yet
         self._mirror_of = mirror_of  # the group's committed entity vectors, when the store mirrors it
         self._own_vectors: list[tuple[str, str, np.ndarray]] = []  # (group, entity id, vector) written here
-        self._p = _Pending()
+        self._p = Pending()
+        self._view = Overlay()
+        self._locked: set[str] = set()
+        self.versions: dict[str, tuple[str | None, int]] = {}  # group -> committed (epoch, version) when locked
         self.round_trips = 0
         self.flushes = 0
         self.broken = False
@@ -489,6 +483,50 @@ class _Neo4jWriteTxn:
         except BaseException:
             self.broken = True  # the server fails the whole transaction with the statement
             raise
+
+    async def lock(self, groups: Iterable[str], *, create: bool = True) -> None:
+        """Take the write locks of these groups (sorted), held until the transaction ends."""
+        new = sorted(set(groups) - self._locked)
+        if not new:
+            return
+        rows = await self._run(_LOCK_GROUPS if create else _LOCK_EXISTING, groups=new)
+        self._locked.update(new)
+        # a version node this transaction created is not committed: others read the group as versionless
+        self.versions.update((r["g"], (None, 0) if r["fresh"] else (r["e"], int(r["v"]))) for r in rows)
+
+    async def prefetch(self, ahead: Prefetch) -> None:
+        """Lock the batch's groups, then read what its works will ask for first, in one statement.
+
+        Nearest entities are read for the groups this process holds no current mirror of (the mirror
+        answers the others with no round trip)."""
+        await self.lock(ahead.groups())
+        mirrored = set()
+        if self._mirror_of is not None:
+            for g in {g for g, _, _ in ahead.similar}:
+                if await self._mirror_of(g, self.versions.get(g), False) is not None:
+                    mirrored.add(g)
+        await self._read_ahead(replace(ahead, similar=tuple(s for s in ahead.similar if s[0] not in mirrored)))
+
+    async def _read_ahead(self, ahead: Prefetch) -> None:
+        """Read what `ahead` names into the overlay, in one statement."""
+        if not (ahead.episodes or ahead.aliases or ahead.chains or ahead.similar):
+            return
+        (got,) = await self._run(
+            _PREFETCH, eps=[e for _, e in ahead.episodes], aliases=[list(k) for k in ahead.aliases],
+            chains=[list(c) for c in ahead.chains], sim_groups=sorted({g for g, _, _ in ahead.similar}),
+            similar=[{"i": i, "g": g, "k": key, "v": _vec(v)} for i, (g, key, v) in enumerate(ahead.similar)],
+            sim_k=int(ahead.similar_k), scan_max=EXACT_SCAN_MAX)
+        for i, near in got["similar"]:
+            g, _, vector = ahead.similar[i]
+            for n in near:
+                self._view.remember_entity(n["e"])
+            self._view.remember_similar(g, vector, ahead.similar_k, {n["e"]["id"]: _cos(n["s"]) for n in near})
+        for episode_id, stored_in in got["eps"]:
+            self._view.remember_episode(episode_id, stored_in)
+        for g, key, owners in got["aliases"]:
+            self._view.remember_alias(g, key, [(t, entity) for t, entity in owners])
+        for g, subject_id, relation, subject_name, facts in got["chains"]:
+            self._view.remember_chain(g, subject_id, relation, [(f["r"], subject_name, f["on"]) for f in facts])
 
     def mark(self) -> tuple[int, tuple[int, ...], int]:
         """Where the queue stands (see `rewind`)."""
@@ -504,12 +542,14 @@ class _Neo4jWriteTxn:
 
     async def flush(self) -> None:
         """Send every queued write in one statement; raise StoreIntegrityError naming what was refused."""
-        p, self._p = self._p, _Pending()
+        p, self._p = self._p, Pending()
         if not p:
             return
         groups = p.groups()
         self.groups.update(groups)
+        self._locked.update(groups)  # the statement's version bump locks them
         self.flushes += 1
+        self._view.clear()  # the server's rows are newer than those read
         try:
             rows = await self._run(_FLUSH, groups=groups, eps=p.eps, ents=p.ents, obs=p.obs, links=p.links,
                                    facts=p.facts, upds=p.upds, srcs=p.srcs)
@@ -533,113 +573,120 @@ class _Neo4jWriteTxn:
                 raise StoreIntegrityError(f"fact {u['id']} is not in group {u['g']}")
 
     async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
-        """One read (is the id stored?); the row itself is queued like every other write.
+        """One read (is the id stored?) unless prefetched; the row itself is queued like every other write.
 
-        A concurrent transaction storing the same id between the read and the flush makes the
-        flush fail on the id's unique constraint (StoreIntegrityError): never two episodes.
+        The group's lock makes a second writer of the same id wait and then see it stored; a writer of
+        another group racing for the same id fails on the id's unique constraint: never two episodes.
         """
         if episode.id in self._p.episode_ids:
             return False
-        rows = await self._run("MATCH (n:Episode {id: $id}) RETURN n.group_id AS g", id=episode.id)
-        if rows:
-            if rows[0]["g"] != episode.group_id:
-                raise episode_id_taken(episode.id, episode.group_id, rows[0]["g"])
+        await self.lock([episode.group_id], create=False)
+        known, stored_in = self._view.stored_episode_group(episode.id)
+        if not known:
+            rows = await self._run("MATCH (n:Episode {id: $id}) RETURN n.group_id AS g", id=episode.id)
+            stored_in = rows[0]["g"] if rows else None
+            self._view.remember_episode(episode.id, stored_in)
+        if stored_in is not None:
+            if stored_in != episode.group_id:
+                raise episode_id_taken(episode.id, episode.group_id, stored_in)
             return False
         p = _episode_params(episode, screened, embedding)
         self._p.eps.append({k: v for k, v in p.items() if v is not None})
         self._p.episode_ids.add(episode.id)
         return True
 
+    async def _entities_now(self, ids: Iterable[str]) -> list[dict[str, Any]]:
+        """The entities' rows after the flush (read from the server once each); missing ones left out."""
+        wanted = list(dict.fromkeys(ids))
+        unknown = [eid for eid in wanted if not self._view.entity_known(self._p, eid)]
+        if unknown:
+            for r in await self._run(f"UNWIND $ids AS id MATCH (e:Entity {{id: id}}) RETURN {_E} AS e", ids=unknown):
+                self._view.remember_entity(r["e"])
+        aliases = self._view.unknown_aliases(self._p, wanted)
+        if aliases:  # who owns the aliases queued observations add decides whether the entity gets them
+            await self._read_ahead(Prefetch(aliases=tuple(aliases)))  # type: ignore[arg-type]
+        return [row for eid in wanted if (row := self._view.entity(self._p, eid)) is not None]
+
     async def entity_by_alias(self, group_id: GroupId, alias: str, types: Sequence[str] | None = None) -> Entity | None:
-        if (group_id, alias) in self._p.alias_keys:
-            await self.flush()
-        query = (
-            "MATCH (a:Alias {group_id: $g, key: $k})-[:ALIAS_OF]->(e:Entity {group_id: $g}) "
-            "WHERE $types IS NULL OR a.type IN $types "
-            f"RETURN {_E} AS e, a.type AS t ORDER BY e.first_seen, e.id"
-        )
-        params = {"g": group_id, "k": alias, "types": list(types) if types is not None else None}
-        rows = await self._run(query, **params)
-        if any(r["e"]["id"] in self._p.entities for r in rows):
-            await self.flush()
-            rows = await self._run(query, **params)
-        return _entity(pick_by_type([(r["t"], r["e"]) for r in rows], types)) if rows else None
+        await self.lock([group_id], create=False)
+        if not self._view.alias_known(group_id, alias):
+            await self._read_ahead(Prefetch(aliases=((group_id, alias),)))
+        owners = self._view.owners(self._p, group_id, alias)  # type -> entity id, after the flush
+        rows = {r["id"]: r for r in await self._entities_now(owners.values())}
+        found = [(t, rows[eid]) for t, eid in owners.items() if eid in rows and (types is None or t in types)]
+        if not found:
+            return None
+        found.sort(key=lambda tr: _seen_order(tr[1]))  # as the server orders them: first_seen, then id
+        return _entity(pick_by_type(found, types))
 
     async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
-        """From the group's mirror plus the entities this transaction wrote, when the store mirrors the group.
+        """Scored from the group's mirror when the store holds it, else by the server; the entities this
+        transaction wrote are scored here too, and every row comes with the queued writes applied.
 
-        Why: the server's exact scan reads every entity's embedding (~30 us a row: 0.75 s at 25k
-        entities), once per new name an episode mentions. The mirror holds what is committed
-        (confirmed current by a version read); what this transaction wrote is scored here too.
+        Why the mirror: the server's exact scan reads every entity's embedding (~30 us a row: 0.75 s
+        at 25k entities), once per new name an episode mentions. The mirror holds what is committed,
+        and under the group's lock that is current.
         """
-        mirror = await self._mirror_of(group_id) if self._mirror_of is not None and k > 0 else None
-        if mirror is None:
-            return await self._similar_on_server(group_id, vector, k)
+        if k <= 0:
+            return []
+        await self.lock([group_id], create=False)
         q = np.asarray(vector, dtype=np.float32)
-        scores = dict(mirror.tables["entity"].search(q, k))
+        known = self.versions.get(group_id)
+        mirror = await self._mirror_of(group_id, known, False) if self._mirror_of is not None else None
+        read_ahead = self._view.similar(group_id, q, k) if mirror is None else None
+        if read_ahead is None and mirror is None and self._mirror_of is not None:
+            mirror = await self._mirror_of(group_id, known, True)  # not held: load it, waiting a moment
+        if read_ahead is not None:
+            scores = read_ahead
+        elif mirror is not None:
+            scores = dict(mirror.tables["entity"].search(q, k))
+        else:
+            scores = await self._similar_on_server(group_id, vector, k)
         scores.update((eid, float(v @ q)) for g, eid, v in self._own_vectors if g == group_id)
         best = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
-        if any(eid in self._p.entities for eid, _ in best):
-            await self.flush()  # queued rows (new entities, new names) are read back as the server holds them
-        rows = await self._run(f"UNWIND $ids AS id MATCH (e:Entity {{id: id, group_id: $g}}) RETURN {_E} AS e",
-                               ids=[eid for eid, _ in best], g=group_id)
-        found = {r["e"]["id"]: _entity(r["e"]) for r in rows}
-        return [(found[eid], score) for eid, score in best if eid in found]
+        rows = {r["id"]: r for r in await self._entities_now(eid for eid, _ in best)}
+        return [(_entity(rows[eid]), score) for eid, score in best if eid in rows]
 
-    async def _similar_on_server(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
-        if group_id in self._p.vector_groups:
-            await self.flush()
-        query = (
+    async def _similar_on_server(self, group_id: GroupId, vector: Vector, k: int) -> dict[str, float]:
+        rows = await self._run(
             "MATCH (e:Entity {group_id: $g}) WHERE e.embedding IS NOT NULL "
             "WITH e, vector.similarity.cosine(e.embedding, $v) AS s ORDER BY s DESC, e.id LIMIT $k "
-            f"RETURN {_E} AS e, s"
+            f"RETURN {_E} AS e, s",
+            g=group_id, v=_vec(vector), k=int(k),
         )
-        params = {"g": group_id, "v": _vec(vector), "k": int(k)}
-        rows = await self._run(query, **params)
-        if any(r["e"]["id"] in self._p.entities for r in rows):
-            await self.flush()
-            rows = await self._run(query, **params)
-        return [(_entity(r["e"]), _cos(r["s"])) for r in rows]
+        for r in rows:
+            self._view.remember_entity(r["e"])
+        return {r["e"]["id"]: _cos(r["s"]) for r in rows}
 
     async def insert_entity(self, entity: Entity, embedding: Vector | None) -> None:
         p = {k: v for k, v in _entity_params(entity, embedding).items() if v is not None}
-        self._p.ents.append(p)
-        self._p.entities.add(entity.id)
-        self._p.alias_keys.update((entity.group_id, a) for a in p["aliases"])
+        if any(self._p.claims_alias(entity.group_id, a) for a in p["aliases"]):
+            await self.flush()  # the flush creates entities before observations: keep the order they were made in
+        self._p.add_entity(p)
         if embedding is not None:
-            self._p.vector_groups.add(entity.group_id)
             self._own_vectors.append((entity.group_id, entity.id, np.asarray(embedding, dtype=np.float32)))
 
     async def observe_entity(
         self, group_id: GroupId, entity_id: str, *, name: str, alias: str, seen: datetime
     ) -> None:
         # an alias already owned by another entity stays with it (first writer wins, as in the embedded store)
-        self._p.obs.append({"id": entity_id, "g": group_id, "name": name, "alias": alias, "seen": _utc(seen)})
-        self._p.entities.add(entity_id)
-        self._p.alias_keys.add((group_id, alias))
+        self._p.add_observation({"id": entity_id, "g": group_id, "name": name, "alias": alias, "seen": _utc(seen)})
 
     async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None:
         self._p.links.append({"ep": episode_id, "en": entity_id, "g": group_id})
 
     async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
-        if (group_id, subject_id, relation) in self._p.chains:
-            await self.flush()
-        query = (
-            "MATCH (s:Entity)-[r:FACT {group_id: $g, subject_id: $s, relation: $rel}]->(o:Entity) "
-            f"RETURN {_FACT_RETURN}, s.id AS sid, o.id AS oid "
-            "ORDER BY r.valid_at IS NOT NULL, r.valid_at, r.created_at, r.id"
-        )
-        rows = await self._run(query, g=group_id, s=subject_id, rel=relation)
-        if any(x["r"]["id"] in self._p.fact_ids or x["sid"] in self._p.entities or x["oid"] in self._p.entities
-               for x in rows):
-            await self.flush()
-            rows = await self._run(query, g=group_id, s=subject_id, rel=relation)
-        return self._with_pending(group_id, [_fact(x["r"], x["sn"], x["on"]) for x in rows])
+        await self.lock([group_id], create=False)
+        if not self._view.chain_known(group_id, subject_id, relation) and subject_id in self._p.ent_by_id:
+            self._view.remember_chain(group_id, subject_id, relation, [])  # created here: nothing stored names it
+        if not self._view.chain_known(group_id, subject_id, relation):
+            rows = await self._run(_CHAIN_Q, g=group_id, s=subject_id, rel=relation)
+            self._view.remember_chain(group_id, subject_id, relation, [(x["r"], x["sn"], x["on"]) for x in rows])
+        chain = self._view.chain(self._p, group_id, subject_id, relation)
+        return self._with_pending(group_id, [_fact(r, sn, on) for r, sn, on in chain])
 
     async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
         self._p.facts.append({k: v for k, v in _fact_params(fact, embedding).items() if v is not None})
-        self._p.chains.add((fact.group_id, fact.subject_id, fact.relation))
-        self._p.fact_ids.add(fact.id)
 
     async def update_fact(self, fact: Fact) -> None:
         self._p.upds.append({
@@ -647,14 +694,12 @@ class _Neo4jWriteTxn:
             "valid_at": _utc(fact.valid_at), "invalid_at": _utc(fact.invalid_at), "expired_at": _utc(fact.expired_at),
             "superseded_by": fact.superseded_by,
         })
-        self._p.fact_ids.add(fact.id)
 
     async def add_fact_source(self, group_id: GroupId, fact_id: str, episode_id: str, source_message_id: str) -> None:
         if (fact_id, episode_id) in self._p.src_keys:
             return  # already queued: the statement checks stored provenance, not its own earlier rows
         self._p.src_keys.add((fact_id, episode_id))
         self._p.srcs.append({"id": fact_id, "g": group_id, "ep": episode_id, "sm": source_message_id})
-        self._p.fact_ids.add(fact_id)
 
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -995,7 +1040,8 @@ class Neo4jStore:
         rows = await asyncio.shield(shared[0])
         return rows[0]["e"], int(rows[0]["v"]), shared[1]
 
-    async def _mirror(self, group_id: str, *, confirm: bool, load: bool = True) -> GroupMirror | None:
+    async def _mirror(self, group_id: str, *, confirm: bool, load: bool = True,
+                      known: tuple[str | None, int] | None = None) -> GroupMirror | None:
         """The group's mirror, caught up with the group's current version; None when the server must answer.
 
         `confirm`: ask for the version now (vector searches, which share the read with the full-text
@@ -1005,6 +1051,8 @@ class Neo4jStore:
         unconfirmed at commit. A group not mirrored starts loading in the background; the server
         answers until it is loaded (a small group loads within MIRROR_WAIT_S and is used at once);
         `load=False`: a group not mirrored yet is answered by the server without starting a load.
+        `known`: the group's (epoch, version) read just now under its write lock, which stands in for the
+        version read (nobody else commits to the group before the lock is released).
         """
         if self._mirrors is None:
             return None
@@ -1015,9 +1063,11 @@ class Neo4jStore:
             return None
         if not confirm and time.monotonic() - mirror.checked_at <= self.mirror_fresh_s:
             return mirror
-        epoch, version, asked = await self._group_version(group_id)
+        epoch, version, asked = (*known, time.monotonic()) if known else await self._group_version(group_id)
         if epoch != mirror.epoch:  # rows were deleted (or the group's first version was written): reload
             self._mirrors.drop(group_id)
+            if not load:
+                return None
             mirror = await self._loaded_within(group_id, MIRROR_WAIT_S)
             if mirror is None or mirror.epoch != epoch:
                 return None
@@ -1031,7 +1081,7 @@ class Neo4jStore:
             try:
                 await self._catch_up(group_id, mirror, version)
             except Exception as exc:  # noqa: BLE001 - the server answers; the next read loads the group afresh
-                log.warning("catching up the mirror of group %s failed: %s", group_id, exc)
+                log.warning("catching up the mirror of group %s failed: %s", group_id, exc, exc_info=True)
                 self._mirrors.drop(group_id)
                 return None
         if asked >= mirror.written_at:  # a read issued before this process's last write confirms nothing
@@ -1330,7 +1380,8 @@ class Neo4jStore:
         try:
             async with self._drv().session(database=self.database) as s:
                 tx = await s.begin_transaction()
-                wtx = _Neo4jWriteTxn(tx, self._with_pending, lambda g: self._mirror(g, confirm=True))
+                wtx = _Neo4jWriteTxn(tx, self._with_pending,
+                                     lambda g, known, load: self._mirror(g, confirm=True, known=known, load=load))
                 try:
                     yield wtx
                     await wtx.flush()
@@ -1354,7 +1405,8 @@ class Neo4jStore:
             async with self._write_txn() as wtx:
                 yield wtx
 
-    async def run_transactions(self, works: Sequence[Callable[[_Neo4jWriteTxn], Awaitable[T]]]) -> list[T | Exception]:
+    async def run_transactions(self, works: Sequence[Callable[[_Neo4jWriteTxn], Awaitable[T]]],
+                               prefetch: Prefetch | None = None) -> list[T | Exception]:
         """Every work atomic on its own, the batch in one transaction with one commit (contract: BatchTransactions).
 
         Why: the commit is most of an episode's cost on Neo4j (index updates and the log force
@@ -1365,15 +1417,25 @@ class Neo4jStore:
         belongs to some work), the transaction is rolled back and every work not yet failed runs
         again in a transaction of its own, so only the bad one fails. A store failure fails every
         slot, as the contract asks; episodes are idempotent by id, so the caller's retry is safe.
+
+        The transaction first locks the groups `prefetch` names and reads what it names (one round trip
+        each, see _Neo4jWriteTxn.prefetch). A batch that lost a deadlock to another writer (a group it had
+        not named locked out of order) is run again, at most LOCK_RETRIES times.
         """
         if not works:
             return []
         failed: dict[int, Exception] = {}
         async with self._write_lock:
-            try:
-                done = await self._one_transaction(works, failed)
-            except StoreUnavailable as exc:
-                return [exc for _ in works]
+            for attempt in range(LOCK_RETRIES + 1):
+                failed.clear()
+                try:
+                    done = await self._one_transaction(works, failed, prefetch)
+                    break
+                except StoreUnavailable as exc:
+                    if attempt == LOCK_RETRIES or not _lost_a_lock_race(exc):
+                        return [exc for _ in works]
+                    log.info("a batch of %d writes lost a deadlock to another writer; running it again", len(works))
+                    await asyncio.sleep(0.01 * 2**attempt)
         if done is not None:
             return done
         log.warning("a batch of %d writes was rolled back (%d failed on their own); running each in its own "
@@ -1393,11 +1455,13 @@ class Neo4jStore:
         return out
 
     async def _one_transaction(self, works: Sequence[Callable[[_Neo4jWriteTxn], Awaitable[T]]],
-                               failed: dict[int, Exception]) -> list[T | Exception] | None:
+                               failed: dict[int, Exception], prefetch: Prefetch | None) -> list[T | Exception] | None:
         """The batch in one transaction; None when it was rolled back and must be split (`failed`: works that failed alone)."""
         results: list[T | Exception] = []
         try:
             async with self._write_txn() as wtx:
+                if prefetch is not None:
+                    await wtx.prefetch(prefetch)
                 for i, work in enumerate(works):
                     mark = wtx.mark()
                     try:
@@ -1851,6 +1915,18 @@ class Neo4jStore:
             "RETURN g ORDER BY g"
         )
         return [GroupId(r["g"]) for r in rows]
+
+
+def _seen_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """An entity row's place in ORDER BY first_seen, id (nulls last, as Neo4j sorts them)."""
+    first = _dt(row.get("first_seen"))
+    return (first is None, first or _EPOCH, row["id"])
+
+
+def _lost_a_lock_race(exc: StoreUnavailable) -> bool:
+    """The server chose this transaction as the victim of a deadlock: running it again will succeed."""
+    cause = exc.__cause__
+    return isinstance(cause, nx.TransientError) and "DeadlockDetected" in (cause.code or "")
 
 
 async def _rows(result: AsyncResult) -> list[dict[str, Any]]:

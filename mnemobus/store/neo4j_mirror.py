@@ -136,11 +136,10 @@ class _Table:
     def reserve(self, extra: int) -> None:
         """Room for `extra` more rows, so appending a batch grows the arrays once, not once a row."""
         need = self.size + extra
-        if self.rows is not None and need <= self.rows.shape[0]:
-            return
-        self.rows = grown(self.rows, self.size, need, (self.dim,), np.float32)
-        self.has_vec = grown(self.has_vec, self.size, need, (), np.bool_)
-        self._grow_columns(need)
+        if self.rows is None or need > self.rows.shape[0]:
+            self.rows = grown(self.rows, self.size, need, (self.dim,), np.float32)
+            self.has_vec = grown(self.has_vec, self.size, need, (), np.bool_)
+        self._grow_columns(need)  # on their own: an empty table's first reserve(0) gave rows room but not them
 
     def _slot(self, row_id: str) -> int:
         """The row's position, appending a new (masked) row for an id not held yet."""

@@ -29,7 +29,7 @@ import numpy as np
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
 from mnemobus.store.sqlite_tx import immediate
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Standing, Step, Vector, WriteTxn, pick_by_type
+from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn, pick_by_type
 from mnemobus.store.fact_graph import EPOCH as _EPOCH
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.fact_graph import utc_from_seconds as _dt
@@ -574,7 +574,7 @@ class SqliteStore:
                     await self._run(lambda: conn.execute("COMMIT"))
 
     async def run_transactions(
-        self, works: Sequence[Callable[[WriteTxn], Awaitable[T]]]
+        self, works: Sequence[Callable[[WriteTxn], Awaitable[T]]], prefetch: Prefetch | None = None
     ) -> list[T | Exception]:
         """Each work atomic on its own, the batch committed at once, all inside one thread hop.
 
@@ -587,7 +587,8 @@ class SqliteStore:
         unavailable midway (disk error), every work gets the error and nothing
         of the batch is kept. A work must only await the WriteTxn it is given:
         its calls run synchronously on the writer connection, so the coroutine
-        finishes without ever suspending.
+        finishes without ever suspending. `prefetch` is ignored: reads cost no round trip here, and
+        BEGIN IMMEDIATE already keeps every other writer out until the commit.
         """
         if not works:
             return []

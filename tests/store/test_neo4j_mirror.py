@@ -246,3 +246,15 @@ async def test_an_engine_opened_from_settings_with_backend_neo4j_ingests_and_rec
     finally:
         await engine.store.delete_group(group)
         await engine.close()
+
+
+async def test_a_group_mirrored_while_empty_takes_its_first_facts_without_reloading(
+    neo: Neo4jStore, other: Neo4jStore, group: GroupId
+) -> None:
+    await put(other, entities=[entity(group, "Zed")])  # the group exists; its first fact comes later
+    assert await neo.preload(group)
+    mirror = neo._mirrors.peek(group)  # type: ignore[union-attr]
+    await alice_graph(other, group)
+    hits = await neo.search_facts_vector(group, vec("Alice works at Acme"), LATER, 3)
+    assert f"{group}:alice:works_at:acme" in _ids(hits)
+    assert neo._mirrors.peek(group) is mirror and mirror.facts.size == 4  # type: ignore[union-attr]  # caught up in place
