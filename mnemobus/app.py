@@ -16,13 +16,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-from prometheus_client import start_http_server
 
 from mnemobus import extensions
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.config import Settings
 from mnemobus.errors import MnemobusError
+from mnemobus.health import Health, serve_metrics
 from mnemobus.identity import IdentityRegistry
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.plugin import Plugin, PluginContext
@@ -150,19 +150,34 @@ async def run(settings: Settings, role: str, *, demo: bool = False, once: bool =
     """The process entry point behind `mnemobus run`."""
     roles = with_worker_on_embedded_bus(expand_roles(role), embedded=settings.nats.url is None)
     metrics = PipelineMetrics()
-    if settings.metrics.port:
-        start_http_server(settings.metrics.port, addr=settings.metrics.host, registry=metrics.registry)
+    health = Health(roles)
+    http = serve_metrics(settings.metrics.port, settings.metrics.host, metrics.registry, health) \
+        if settings.metrics.port else None
+    try:
+        return await _run(settings, roles, metrics, health, demo=demo, once=once, echo=echo)
+    finally:
+        if http is not None:
+            http.shutdown()
+            http.server_close()
+
+
+async def _run(settings: Settings, roles: set[str], metrics: PipelineMetrics, health: Health, *, demo: bool,
+               once: bool, echo: Callable[[str], None] | None) -> int:
     async with open_runtime(settings, need_engine=bool(roles & {"plugin", "worker", "api", "worldstate"}),
                             metrics=metrics) as rt:
+        health.bus = rt.bus
         if echo:
             echo(f"[bus] {'embedded nats-server at ' if rt.server else 'connected to '}{rt.url}; "
                  f"roles: {', '.join(sorted(roles))}; store: {settings.store.backend}")
             if settings.metrics.port:
-                echo(f"[metrics] http://{settings.metrics.host}:{settings.metrics.port}/metrics")
+                echo(f"[metrics] http://{settings.metrics.host}:{settings.metrics.port}/metrics "
+                     "(/healthz, /readyz for probes)")
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_signals, rt.stop)
+            tg.start_soon(health.heartbeat, rt.stop)
             plugins = default_plugins(settings, demo=demo)
             await tg.start(lambda task_status: serve(rt, roles, plugins=plugins, echo=echo, task_status=task_status))
+            health.started = True
             if demo:
                 from mnemobus.demo import run_demo
 
@@ -175,5 +190,6 @@ async def run(settings: Settings, role: str, *, demo: bool = False, once: bool =
                 elif echo:
                     echo("[demo] done; still serving on agent.skill.request. Press Ctrl-C to stop.")
             await rt.stop.wait()
+            health.stopping = True
             tg.cancel_scope.cancel()
     return 0

@@ -25,22 +25,69 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+DAY_S = 24 * 3600
+
+
+class StreamSettings(Section):
+    """How JetStream keeps episodes and dead letters; docs/cluster.md explains each default."""
+
+    replicas: int = Field(default=1, ge=1, le=5, description="copies of each stream, consumer and the heartbeat "
+                          "bucket on a JetStream cluster: 3 keeps every acknowledged episode through the loss of "
+                          "one server of three; the embedded single server holds 1")
+    retention: Literal["limits", "workqueue"] = Field(
+        default="limits", description="episodes: limits keeps them for episode_max_age_s after they are stored "
+        "(replayable, e.g. into a new store); workqueue deletes each once the worker acknowledged it")
+    episode_max_age_s: float = Field(default=7 * DAY_S, gt=0, description="how long an episode waits for a worker "
+                                     "(a worker outage longer than this loses episodes)")
+    dlq_max_age_s: float = Field(default=30 * DAY_S, gt=0, description="how long dead letters wait for "
+                                 "`mnemobus dlq replay`")
+    duplicate_window_s: float = Field(default=DAY_S, gt=0, description="a republished episode (same id) within "
+                                      "this window is dropped by the server; after it the store's id check still "
+                                      "keeps it from being stored twice")
+
+    @model_validator(mode="after")
+    def _window_within_age(self) -> StreamSettings:
+        if self.duplicate_window_s > self.episode_max_age_s:
+            raise ValueError(f"duplicate_window_s ({self.duplicate_window_s:g}) may not exceed episode_max_age_s "
+                             f"({self.episode_max_age_s:g}): the server refuses such a stream")
+        return self
+
+
 class NatsSettings(Section):
-    url: str | None = Field(default=None, description="nats:// URL; empty starts an embedded nats-server")
+    url: str | None = Field(default=None, description="nats:// URL, or a comma-separated list of a cluster's "
+                            "servers; empty starts an embedded nats-server")
     data_dir: Path = Path("data/nats")
     connect_timeout_s: float = Field(default=2.0, gt=0)
     request_timeout_s: float = Field(default=2.0, gt=0)
     max_message_bytes: int = Field(default=256 * 1024, gt=1024, description="larger messages are dead-lettered")
-    episode_duplicate_window_s: float = Field(default=24 * 3600, gt=0)
+    ping_interval_s: float = Field(default=5.0, gt=0, description="how often a client pings its server; after "
+                                   "max_outstanding_pings unanswered it reconnects to another (a frozen or cut-off "
+                                   "server is left within about ping_interval_s x (max_outstanding_pings + 1))")
+    max_outstanding_pings: int = Field(default=2, ge=1)
+    streams: StreamSettings = Field(default_factory=StreamSettings)
 
     @field_validator("url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
         if v is None or not v.strip():
             return None
-        if not v.startswith(("nats://", "tls://", "ws://", "wss://")):
-            raise ValueError("must start with nats://, tls://, ws:// or wss://")
-        return v.strip()
+        urls = [u.strip() for u in v.split(",")]
+        for u in urls:
+            if not u.startswith(("nats://", "tls://", "ws://", "wss://")):
+                raise ValueError(f"{u!r}: each server must start with nats://, tls://, ws:// or wss://")
+        return ",".join(urls)
+
+    @property
+    def servers(self) -> list[str]:
+        """The configured servers (a cluster's URL list), [] when an embedded server is started."""
+        return self.url.split(",") if self.url else []
+
+    @model_validator(mode="after")
+    def _replicas_need_a_cluster(self) -> NatsSettings:
+        if self.url is None and self.streams.replicas > 1:
+            raise ValueError(f"streams.replicas is {self.streams.replicas} but no url is set: the embedded "
+                             "nats-server is one server and holds 1 replica (set url to a cluster's servers)")
+        return self
 
 
 class Neo4jSettings(Section):

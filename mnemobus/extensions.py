@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mnemobus.extensions")
 
 #: the kernel's own hook implementations, loaded before any entry point
-BUILTIN_MODULES = ("mnemobus.cli.run", "mnemobus.cli.doctor", "mnemobus.cli.dlq", "mnemobus.cli.migrate",
+BUILTIN_MODULES = ("mnemobus.cli.run", "mnemobus.cli.doctor", "mnemobus.cli.dlq", "mnemobus.cli.migrate", "mnemobus.cli.cluster",
                    "mnemobus.cli.memory", "mnemobus.api.role")
 
 

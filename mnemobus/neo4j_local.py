@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from mnemobus.ports import free_port
 from mnemobus.procmem import memory_mb
 
 NEO4J_VERSION = "5.26.30"
@@ -115,13 +116,6 @@ def find_java() -> str:
     if java is None:
         raise LocalNeo4jError("no java found (set JAVA_HOME or put java 17 on PATH); Neo4j 5.26 runs on Java 17")
     return java
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now (the server may still lose a race; start() retries)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def bolt_handshake(host: str, port: int, timeout_s: float = 1.0) -> bool:
@@ -229,6 +223,23 @@ class LocalNeo4j:
                 raise
         self.stop()
         raise last or LocalNeo4jError("the local Neo4j did not start")
+
+    def restart(self, *, kill: bool = False) -> float:
+        """Stop the server (SIGTERM, or SIGKILL when `kill`) and start it again on the same port with the same
+        data, as an operator's or orchestrator's restart would; the seconds until a query succeeds again."""
+        if self.port is None or self.home is None:
+            raise LocalNeo4jError("restart() needs a started server")
+        if kill and self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        self._terminate()
+        t0 = time.monotonic()
+        self._launch(find_java(), self._lib or lib_dir(), self.port)
+        try:
+            self._wait_ready(t0)
+        except BaseException:
+            self.stop()
+            raise
+        return time.monotonic() - t0
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGTERM, wait, then SIGKILL; remove the temporary home unless asked to keep it."""

@@ -1,8 +1,11 @@
 """The extraction worker: episode stream -> engine -> store, acked only once stored.
 
-Transient trouble (store locked or down) is retried with exponential backoff
-and jitter; a message that can never be stored, or that ran out of attempts,
-is dead-lettered with its reason and original headers, then acked. No single
+A store that stops answering altogether (Neo4j restarting) is waited out: the
+batch is held, kept in progress so JetStream does not hand it to another
+worker, and stored once the store answers again, without spending a delivery
+attempt. Other transient trouble is retried with exponential backoff and
+jitter; a message that can never be stored, or that ran out of attempts, is
+dead-lettered with its reason and original headers, then acked. No single
 message can stop the loop, and a supervisor restarts the loop if it dies.
 """
 
@@ -74,6 +77,7 @@ class EpisodeWorker:
         self.last_processed_at: datetime | None = None
         self.restarts = 0
         self.retry_log = ThrottledLog(log)  # a store outage retries every pending episode: a line per reason and 10 s
+        self._stop = anyio.Event()  # set by run()'s caller: a held batch stops waiting for the store
         if hasattr(engine, "observe_extraction"):
             engine.observe_extraction(self._extracted)
 
@@ -89,6 +93,7 @@ class EpisodeWorker:
             max_deliver=self.cfg.max_deliver,
             max_ack_pending=max(1000, self.cfg.batch * 4),
             filter_subject=f"{subjects.EPISODE_PREFIX}.>",
+            num_replicas=self.settings.nats.streams.replicas,
         )
 
     async def setup(self) -> None:
@@ -96,6 +101,7 @@ class EpisodeWorker:
         await self.bus.js.add_consumer(subjects.EPISODE_STREAM, self.consumer_config())
 
     async def run(self, stop: anyio.Event, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        self._stop = stop
         await self.setup()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeat_loop, stop)
@@ -166,16 +172,59 @@ class EpisodeWorker:
         if not ready:
             return
         started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._keep_in_progress, [msg for msg, _ in ready])
-            try:
-                outcomes: list[Any] = await self.engine.ingest_many([ep for _, ep in ready])
-            except Exception as exc:  # the whole batch failed the same way: judge each message on its own
-                outcomes = [exc] * len(ready)
-            tg.cancel_scope.cancel()
+        outcomes = await self._ingest(ready)
+        held = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, StoreUnavailable)]
+        if held and await self._wait_out_store_outage([ready[i][0] for i in held]):
+            for i, outcome in zip(held, await self._ingest([ready[i] for i in held]), strict=True):
+                outcomes[i] = outcome
         self.metrics.store_seconds.labels(operation="ingest_batch").observe(time.perf_counter() - started)
         for (msg, episode), outcome in zip(ready, outcomes, strict=True):
             await self._guard(self._settle, msg, episode, outcome)
+
+    async def _ingest(self, ready: list[tuple[Msg, Episode]]) -> list[Any]:
+        """Each episode's outcome from the engine, its message kept in progress meanwhile."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._keep_in_progress, [msg for msg, _ in ready])
+            try:
+                outcomes: list[Any] = list(await self.engine.ingest_many([ep for _, ep in ready]))
+            except Exception as exc:  # the whole batch failed the same way: judge each message on its own
+                outcomes = [exc] * len(ready)
+            tg.cancel_scope.cancel()
+        return outcomes
+
+    async def _store_answers(self) -> bool:
+        try:
+            with anyio.fail_after(self.settings.nats.request_timeout_s * 2):
+                await self.engine.store.ping()
+            return True
+        except Exception:  # noqa: BLE001 - any failure to answer a trivial query is the outage itself
+            return False
+
+    async def _wait_out_store_outage(self, msgs: list[Msg]) -> bool:
+        """True once a store that had stopped answering answers again (the held episodes are then stored
+        without spending a delivery attempt); False at once when it answers (the failure was the episodes'
+        own: they take the retry path) or when the worker is stopping (they are redelivered later)."""
+        if await self._store_answers():
+            return False
+        self.metrics.worker_store_waits.inc()
+        log.warning("the store is not answering; holding %d episode(s), kept in progress, until it does", len(msgs))
+        started, delay = time.monotonic(), 0.2
+        back = False
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._keep_in_progress, msgs)
+            while not self._stop.is_set():
+                with anyio.move_on_after(delay):
+                    await self._stop.wait()
+                if await self._store_answers():
+                    back = True
+                    break
+                delay = min(delay * 2, 2.0)
+            tg.cancel_scope.cancel()
+        waited = time.monotonic() - started
+        self.metrics.worker_store_wait_seconds.inc(waited)
+        log.warning("the store answers again after %.1f s; storing the held episodes" if back else
+                    "stopping after %.1f s without the store; the held episodes will be redelivered", waited)
+        return back
 
     async def _keep_in_progress(self, msgs: list[Msg]) -> None:
         """A batch that takes longer than ack_wait (an LLM extractor at a few seconds an episode) would be
@@ -251,7 +300,8 @@ class EpisodeWorker:
         while not stop.is_set():
             try:
                 if kv is None:
-                    kv = await self.bus.js.create_key_value(KeyValueConfig(bucket=subjects.HEARTBEAT_BUCKET, history=1))
+                    kv = await self.bus.js.create_key_value(KeyValueConfig(
+                        bucket=subjects.HEARTBEAT_BUCKET, history=1, replicas=self.settings.nats.streams.replicas))
                 pending = await self.pending()
                 beat = {
                     "role": "worker", "instance": self.instance_id,

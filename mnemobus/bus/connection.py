@@ -7,6 +7,7 @@ a memory layer that gives up on its bus is a dead worker nobody notices.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from mnemobus import subjects
 from mnemobus.config import NatsSettings
+from mnemobus.errors import MnemobusError
 
 log = logging.getLogger("mnemobus.bus")
 
@@ -52,12 +54,15 @@ class Bus:
             log.info("nats reconnected to %s", nc.connected_url.netloc if nc.connected_url else "?")
 
         nc = await nats.connect(
-            url,
+            [u.strip() for u in url.split(",")],  # a cluster's URL list; the client reconnects to any of them
             name=name,
             connect_timeout=settings.connect_timeout_s,
             allow_reconnect=True,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
+            # nats-py's default (a ping every 2 min) left a client of a frozen server stuck for minutes
+            ping_interval=settings.ping_interval_s,
+            max_outstanding_pings=settings.max_outstanding_pings,
             error_cb=on_error,
             disconnected_cb=on_disconnected,
             reconnected_cb=on_reconnected,
@@ -72,29 +77,40 @@ class Bus:
         return int(self.nc.max_payload)
 
     async def ensure_streams(self) -> None:
-        """Create or update the streams; safe to run from every process at every start."""
+        """Create or update the streams (settings `nats.streams`); safe to run from every process at every start."""
+        cfg = self.settings.streams
         await self._ensure(StreamConfig(
             name=subjects.EPISODE_STREAM,
             subjects=[f"{subjects.EPISODE_PREFIX}.>"],
-            retention=RetentionPolicy.LIMITS,
+            retention=RetentionPolicy.WORK_QUEUE if cfg.retention == "workqueue" else RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
-            max_age=7 * 24 * 3600,
-            duplicate_window=self.settings.episode_duplicate_window_s,
+            max_age=cfg.episode_max_age_s,
+            duplicate_window=cfg.duplicate_window_s,
             discard=DiscardPolicy.OLD,
+            num_replicas=cfg.replicas,
         ))
         await self._ensure(StreamConfig(
             name=subjects.DLQ_STREAM,
             subjects=[f"{subjects.DLQ_PREFIX}.>"],
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
-            max_age=30 * 24 * 3600,
+            max_age=cfg.dlq_max_age_s,
+            num_replicas=cfg.replicas,
         ))
 
     async def _ensure(self, config: StreamConfig) -> None:
         try:
-            await self.js.add_stream(config)
-        except nats.js.errors.BadRequestError:
-            await self.js.update_stream(config)
+            try:
+                await self.js.add_stream(config)
+            except nats.js.errors.BadRequestError:
+                await self.js.update_stream(config)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code in _NOT_ENOUGH_SERVERS:
+                raise StreamConfigError(
+                    f"stream {config.name} with nats.streams.replicas={config.num_replicas}: the server refused "
+                    f"({exc.description}); replicas above 1 need a JetStream cluster of at least that many "
+                    "servers") from exc
+            raise
 
     async def publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> None:
         await self.nc.publish(subject, data, headers=headers)
@@ -117,6 +133,27 @@ class Bus:
             await self.ensure_streams()
             return await self.js.publish(subject, data, headers=hdrs or None, timeout=timeout)
 
+    async def js_send(self, subject: str, data: bytes, *, msg_id: str | None = None,
+                      headers: dict[str, str] | None = None) -> Callable[[], Awaitable[Any]]:
+        """Put a JetStream publish on the connection now; the returned function waits for the server's ack
+        (within the request timeout) and raises what `js_publish` would.
+
+        Why: whatever the caller publishes after this (an answer) leaves the connection behind this message,
+        so a process killed after answering has already sent the message it answered for."""
+        hdrs = dict(headers or {})
+        if msg_id:
+            hdrs["Nats-Msg-Id"] = msg_id
+        timeout = self.settings.request_timeout_s
+        future = await self.js.publish_async(subject, data, headers=hdrs or None, wait_stall=timeout)
+
+        async def ack() -> Any:
+            try:
+                return await asyncio.wait_for(future, timeout)
+            except asyncio.TimeoutError as exc:
+                raise nats.errors.TimeoutError from exc
+
+        return ack
+
     async def subscribe(self, subject: str, handler: Handler, *, queue: str = "") -> Any:
         return await self.nc.subscribe(subject, queue=queue, cb=handler)
 
@@ -135,6 +172,15 @@ class Bus:
                 await self.nc.close()
             except Exception as close_exc:
                 log.warning("nats close after a failed drain also failed: %s", close_exc)
+
+
+# JetStream error codes for "not enough servers for the replicas asked": insufficient resources, no suitable
+# peers, replicas > 1 not supported without clustering
+_NOT_ENOUGH_SERVERS = frozenset({10023, 10005, 10074})
+
+
+class StreamConfigError(MnemobusError):
+    """The server cannot hold the streams as configured (e.g. more replicas than it has servers)."""
 
 
 def decode_json(data: bytes) -> Any:

@@ -18,6 +18,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from mnemobus.errors import MnemobusError
@@ -70,10 +71,16 @@ class EmbeddedNatsServer:
         port: int = -1,
         max_payload: int | None = None,
         start_timeout_s: float = 15.0,
+        extra_args: Sequence[str] = (),
+        own_session: bool = False,
     ) -> None:
+        """`extra_args` go on the command line after ours (a cluster node's name, routes, monitor port).
+        `own_session`: a Ctrl-C in the terminal does not reach the server; its owner stops it in order."""
         self.store_dir = Path(store_dir)
         self.port = port
         self.max_payload = max_payload
+        self.extra_args = tuple(extra_args)
+        self.own_session = own_session
         self.start_timeout_s = start_timeout_s
         self.url: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -104,14 +111,14 @@ class EmbeddedNatsServer:
         args = [
             str(binary), "-js", "-a", "127.0.0.1", "-p", str(self.port),
             "-sd", str(self.store_dir), "--ports_file_dir", str(ports_dir),
-            "-l", str(self._log_path),
+            "-l", str(self._log_path), *self.extra_args,
         ]
         if self.max_payload:
             conf = ports_dir / "nats.conf"
             conf.write_text(f"max_payload: {int(self.max_payload)}\n")
             args += ["-c", str(conf)]
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      preexec_fn=_die_with_parent)
+                                      preexec_fn=_die_with_parent, start_new_session=self.own_session)
         self._ports_file = ports_dir / f"{binary.name}_{self._proc.pid}.ports"
 
     def wait_ready(self) -> str:

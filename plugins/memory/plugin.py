@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 
@@ -132,9 +134,10 @@ class MemoryPlugin:
             enriched.payload.content = f"{memory.block}\n\n{original}"
 
         response = await self._execute(ctx, enriched, agent_id)
+        sent = await self._emit_episodes(ctx, req, response, who) if who.groups and response.error is None else []
         await self._answer(ctx, req, mctx, response, agent_id)
-        if who.groups and response.error is None:
-            await self._emit_episodes(ctx, req, response, who)
+        for episode, ack in sent:  # the answer went out behind the episodes; now each is confirmed or parked
+            await self._confirm_episode(ctx, episode, ack)
 
     async def _answer(self, ctx: PluginContext, req: SkillRequest, mctx: MessageContext, response: SkillResponse,
                       agent_id: str) -> None:
@@ -174,12 +177,15 @@ class MemoryPlugin:
         return SkillResponse(content=content, error=error, **base)
 
     async def _emit_episodes(self, ctx: PluginContext, req: SkillRequest, response: SkillResponse,
-                             who: Resolution) -> None:
+                             who: Resolution) -> list[tuple[EpisodeMessage, Callable[[], Awaitable[Any]] | None]]:
+        """The exchange's episodes, each put on the connection before the answer is (its ack is awaited after):
+        a plugin killed right after answering has sent every episode of what it answered."""
         groups = who.groups
         if not req.payload.content.strip():
             ctx.metrics.episodes_not_formed.labels(reason="blank_content").inc()
             self._say(f"request {req.id[:8]} had no words to remember; no episode")
-            return
+            return []
+        sent: list[tuple[EpisodeMessage, Callable[[], Awaitable[Any]] | None]] = []
         for group in groups:
             episode = EpisodeMessage(
                 episode_id=episode_id_for(group, req.id, "exchange"),
@@ -197,8 +203,27 @@ class MemoryPlugin:
             )
             ready = self.gate.offer(episode)
             if ready is not None:
-                await self._publish_episode(ctx, ready)
+                try:
+                    ack = await ctx.bus.js_send(subjects.episode(GroupId(ready.group_id)), ready.to_wire(),
+                                                msg_id=ready.episode_id)
+                except Exception as exc:  # noqa: BLE001 - not even on the wire: published again below
+                    log.debug("episode %s not sent at once: %s", ready.episode_id, exc)
+                    ack = None
+                sent.append((ready, ack))
         self._say(f"episode(s) for request {req.id[:8]} queued to {', '.join(groups)}")
+        return sent
+
+    async def _confirm_episode(self, ctx: PluginContext, episode: EpisodeMessage,
+                               ack: Callable[[], Awaitable[Any]] | None) -> None:
+        """The stream's ack of a sent episode; without one it is published again, or parked (`_publish_episode`)."""
+        if ack is not None:
+            try:
+                await ack()
+                ctx.metrics.episodes_emitted.inc()
+                return
+            except Exception as exc:  # noqa: BLE001 - the message id makes publishing again harmless
+                log.debug("episode %s not acknowledged (%s); publishing it again", episode.episode_id, exc)
+        await self._publish_episode(ctx, episode)
 
     async def _publish_episode(self, ctx: PluginContext, episode: EpisodeMessage) -> None:
         """Publish, or park in the outbox: an exchange is never dropped because the stream hiccuped."""

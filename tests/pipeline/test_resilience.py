@@ -127,7 +127,17 @@ async def test_episode_refused_by_the_stream_is_parked_and_delivered_later(pipel
             raise TimeoutError("stream leader election")
         return await real(subject, data, **kw)
 
+    real_send = pipeline.bus.js_send
+
+    async def flaky_send(subject, data, **kw):  # sent, but the stream never acknowledges it
+        if state["down"] and subject.startswith(subjects.EPISODE_PREFIX):
+            async def refused():
+                raise TimeoutError("stream leader election")
+            return refused
+        return await real_send(subject, data, **kw)
+
     monkeypatch.setattr(pipeline.bus, "js_publish", flaky)
+    monkeypatch.setattr(pipeline.bus, "js_send", flaky_send)
     reply = await ask(pipeline, request("I moved from Berlin to London."))
     assert reply["content"].startswith("Noted")
     await anyio.sleep(0.3)
@@ -310,3 +320,22 @@ async def test_a_burst_of_failing_recalls_is_counted_for_each_request_and_logged
     assert pipeline.metrics.fail_open.labels(reason="error")._value.get() == failures
     logged = [r.getMessage() for r in caplog.records if "recall failed" in r.getMessage()]
     assert logged == ["recall failed, forwarding unenriched: RuntimeError: index corrupted"]
+
+
+async def test_the_plugin_sends_an_exchanges_episodes_before_its_answer(pipeline):
+    """A plugin killed right after answering has already sent what it answered for (the server keeps the
+    order of one connection's messages, and a subscriber sees them in that order)."""
+    seen: list[tuple[str, bytes]] = []
+
+    async def spy(msg) -> None:  # type: ignore[no-untyped-def]
+        seen.append((msg.subject, msg.data))
+
+    sub = await pipeline.bus.nc.subscribe(">", cb=spy)
+    req = request("I moved from Berlin to London.")
+    await ask(pipeline, req)
+    await pipeline.bus.flush()
+    await sub.unsubscribe()
+    episodes = [i for i, (s, _) in enumerate(seen) if s.startswith(subjects.EPISODE_PREFIX + ".")]
+    answer = next(i for i, (s, d) in enumerate(seen) if s.startswith("_INBOX.") and req.id.encode() in d
+                  and b'"requestId"' in d)
+    assert len(episodes) >= 2 and episodes[1] < answer  # both groups' episodes (the worker's deliveries follow)

@@ -1,0 +1,56 @@
+"""A store that stops answering (Neo4j restarting) is waited out: the worker holds its batch, keeps it in
+progress, and stores it once the store answers again, without spending delivery attempts on the outage.
+
+The outage here is a switch on the real engine (every write fails as an unreachable store's do, and so does
+the health query); the chaos tests restart a real Neo4j under load.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mnemobus import subjects
+from mnemobus.app import open_runtime, serve
+from mnemobus.config import Settings
+from mnemobus.dlq import list_letters
+from mnemobus.envelope import EpisodeMessage
+from mnemobus.errors import StoreUnavailable
+from tests.pipeline.conftest import wait_for_episodes
+
+pytestmark = pytest.mark.anyio
+
+GROUP = "user_outage"
+
+
+async def test_an_outage_longer_than_every_retry_loses_no_episode_and_spends_no_attempt(settings: Settings) -> None:
+    # two attempts of 0.05 s backoff: retried episode by episode, this outage would dead-letter every one
+    settings = settings.model_copy(update={"worker": settings.worker.model_copy(
+        update={"max_deliver": 2, "backoff_s": [0.05], "ack_wait_s": 1.0})})
+    async with open_runtime(settings) as rt:
+        down = {"until": anyio.current_time() + 3.0}
+        real_ingest, real_ping = rt.engine.ingest_many, rt.engine.store.ping
+
+        async def ingest_many(episodes):  # type: ignore[no-untyped-def]
+            if anyio.current_time() < down["until"]:
+                return [StoreUnavailable("Neo4j write failed: ServiceUnavailable") for _ in episodes]
+            return await real_ingest(episodes)
+
+        async def ping() -> None:
+            if anyio.current_time() < down["until"]:
+                raise StoreUnavailable("Neo4j read failed: ServiceUnavailable")
+            await real_ping()
+
+        rt.engine.ingest_many, rt.engine.store.ping = ingest_many, ping  # type: ignore[method-assign]
+        async with anyio.create_task_group() as tg:
+            await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
+            for i in range(20):
+                ep = EpisodeMessage(episode_id=f"held-{i}", group_id=GROUP, content=f"episode {i}",
+                                    source_message_id=f"m{i}")
+                await rt.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire(), msg_id=ep.episode_id)
+            assert await wait_for_episodes(rt, GROUP, 20, timeout=30) == 20
+            assert await list_letters(rt.bus) == []
+            assert rt.metrics.worker_store_waits._value.get() >= 1
+            assert rt.metrics.worker_store_wait_seconds._value.get() > 1.0  # the batch was held, kept in progress
+            assert not rt.metrics.worker_retries._metrics  # no attempt spent: nothing was nak'ed for later
+            rt.stop.set()
