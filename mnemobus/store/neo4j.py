@@ -851,10 +851,10 @@ class Neo4jStore:
             records, _, _ = await driver.execute_query(q, database_=self.database)
             have.update(r["name"] for r in records)
         if "mb_alias_key" in have:  # aliases keyed without the entity's type: give each its type, then re-key
-            await driver.execute_query(
-                "MATCH (a:Alias) WHERE a.type IS NULL OPTIONAL MATCH (a)-[:ALIAS_OF]->(e:Entity) "
-                "CALL { WITH a, e SET a.type = coalesce(e.type, 'thing') } IN TRANSACTIONS OF 10000 ROWS",
-                database_=self.database)
+            async with driver.session(database=self.database) as session:  # IN TRANSACTIONS: auto-commit only
+                await (await session.run(
+                    "MATCH (a:Alias) WHERE a.type IS NULL OPTIONAL MATCH (a)-[:ALIAS_OF]->(e:Entity) "
+                    "CALL { WITH a, e SET a.type = coalesce(e.type, 'thing') } IN TRANSACTIONS OF 10000 ROWS")).consume()
             await driver.execute_query("DROP CONSTRAINT mb_alias_key IF EXISTS", database_=self.database)
         missing = [q for q in SCHEMA if re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) not in have]  # type: ignore[union-attr]
         for q in missing:

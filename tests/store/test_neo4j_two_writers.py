@@ -19,7 +19,7 @@ import pytest
 
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import HashEmbedder
-from mnemobus.engine.extract import OfflineExtractor
+from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.groups import GroupId
 from mnemobus.store.model import Episode, Fact, IngestOutcome, episode_id_for
 from mnemobus.store.neo4j import Neo4jStore
@@ -49,7 +49,7 @@ def chain_of(facts: Sequence[Fact]) -> list[tuple[str, object, object, str | Non
 
 @pytest.fixture
 async def two_engines(neo4j_uri: str) -> AsyncIterator[tuple[MemoryEngine, MemoryEngine]]:
-    engines = [MemoryEngine(Neo4jStore(neo4j_uri), OfflineExtractor(), HashEmbedder()) for _ in range(2)]
+    engines = [MemoryEngine(Neo4jStore(neo4j_uri), ParsedExtractor(), HashEmbedder()) for _ in range(2)]
     for e in engines:
         await e.store.open()
     try:
@@ -84,7 +84,7 @@ async def test_two_writers_moving_one_person_leave_the_chain_one_writer_would(
     alone = SqliteStore(tmp_path / "alone.sqlite3")  # the same episodes, in time order, one writer
     await alone.open()
     try:
-        await MemoryEngine(alone, OfflineExtractor(), HashEmbedder()).ingest_many(episodes)
+        await MemoryEngine(alone, ParsedExtractor(), HashEmbedder()).ingest_many(episodes)
         expected = chain_of([f for f, _ in (await alone.export_group(group)).facts])
     finally:
         await alone.close()
