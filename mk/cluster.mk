@@ -4,3 +4,10 @@
 
 cluster-run: $(STAMP) neo4j-jars
 	$(BIN)/mnemobus cluster
+
+# Issue 26: ingestion on Neo4j against SQLite, in process and with 1 and 2 worker processes (QUICK=1: small).
+.PHONY: bench-ingest
+BENCHES += bench-ingest
+
+bench-ingest: $(STAMP) neo4j-jars
+	$(BIN)/python bench/bench_ingest.py

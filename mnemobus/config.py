@@ -225,6 +225,9 @@ class MemorySettings(Section):
 
 class WorkerSettings(Section):
     batch: int = Field(default=32, ge=1, le=1000, description="episodes fetched and ingested as one engine batch")
+    batches_in_flight: int = Field(default=2, ge=1, le=8, description="fetched batches worked on at once: the "
+                                   "next is extracted while the store commits the last (the store still commits "
+                                   "one at a time)")
     max_deliver: int = Field(default=6, ge=2)
     backoff_s: list[float] = Field(default_factory=lambda: [0.5, 1, 2, 4, 8])
     ack_wait_s: float = Field(default=30, gt=0)

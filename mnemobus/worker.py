@@ -126,28 +126,44 @@ class EpisodeWorker:
 
     async def _consume(self, stop: anyio.Event) -> None:
         sub = await self.bus.js.pull_subscribe_bind(durable=subjects.WORKER_DURABLE, stream=subjects.EPISODE_STREAM)
+        slots = anyio.Semaphore(self.cfg.batches_in_flight)  # the next batch is extracted while the last commits
         try:
-            while not stop.is_set():
-                try:
-                    msgs = await sub.fetch(self.cfg.batch, timeout=1.0)
-                except (nats.errors.TimeoutError, TimeoutError):
-                    continue
-                except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
-                        nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError,
-                        nats.js.errors.NotFoundError) as exc:
-                    self.metrics.worker_fetch_errors.labels(kind=type(exc).__name__).inc()
-                    self.retry_log.warning("fetch", "fetch failed (%s); declaring stream and consumer again and "
-                                           "retrying", type(exc).__name__)
-                    await anyio.sleep(0.5)
-                    await self._declare_again()
-                    continue
-                with anyio.CancelScope(shield=True):  # a fetched batch is finished even while stopping
-                    await self.handle_batch(msgs)
+            async with anyio.create_task_group() as batches:
+                while not stop.is_set():
+                    await slots.acquire()
+                    msgs = await self._fetch(sub)
+                    if not msgs:
+                        slots.release()
+                        continue
+                    batches.start_soon(self._work_on, msgs, slots)
         finally:
             try:
                 await sub.unsubscribe()
             except Exception:
                 pass
+
+    async def _fetch(self, sub: Any) -> list[Msg]:
+        """The next batch; [] after a timeout or a fetch error (counted, then stream and consumer declared again)."""
+        try:
+            return list(await sub.fetch(self.cfg.batch, timeout=1.0))
+        except (nats.errors.TimeoutError, TimeoutError):
+            return []
+        except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
+                nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError,
+                nats.js.errors.NotFoundError) as exc:
+            self.metrics.worker_fetch_errors.labels(kind=type(exc).__name__).inc()
+            self.retry_log.warning("fetch", "fetch failed (%s); declaring stream and consumer again and "
+                                   "retrying", type(exc).__name__)
+            await anyio.sleep(0.5)
+            await self._declare_again()
+            return []
+
+    async def _work_on(self, msgs: list[Msg], slots: anyio.Semaphore) -> None:
+        try:
+            with anyio.CancelScope(shield=True):  # a fetched batch is finished even while stopping
+                await self.handle_batch(msgs)
+        finally:
+            slots.release()
 
     async def _declare_again(self) -> None:
         """A server that came back without its store has neither stream nor consumer: ours to declare again.

@@ -25,6 +25,10 @@ from mnemobus.ports import free_port
 log = logging.getLogger("mnemobus.bus.cluster")
 
 CLUSTER_NAME = "mnemobus"
+# Clients and the other nodes ping each server this often and give up on it after PING_MAX unanswered: the
+# server's default (2 minutes) kept a frozen node's routes, and the queue members behind it, for minutes.
+# deploy/ sets the same.
+NODE_CONFIG = 'ping_interval: "5s"\nping_max: 2\n'
 
 
 @dataclass
@@ -68,12 +72,16 @@ class LocalNatsCluster:
         self.root = Path(root)
         self.start_timeout_s = start_timeout_s
         ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+        self.root.mkdir(parents=True, exist_ok=True)
+        conf = self.root / "node.conf"
+        conf.write_text(NODE_CONFIG)
         routes = ",".join(f"nats://127.0.0.1:{route}" for _, route, _ in ports)
         self.nodes: list[ClusterNode] = []
         for i, (client, route, monitor) in enumerate(ports, 1):
             name = f"n{i}"
-            args = ["--server_name", name, "--cluster_name", CLUSTER_NAME, "--cluster", f"nats://127.0.0.1:{route}",
-                    "--routes", routes, "-m", str(monitor)]
+            args = ["-c", str(conf), "--server_name", name, "-m", str(monitor)]
+            if size > 1:  # one server alone is not a cluster (JetStream would wait for peers that never come)
+                args += ["--cluster_name", CLUSTER_NAME, "--cluster", f"nats://127.0.0.1:{route}", "--routes", routes]
             server = EmbeddedNatsServer(self.root / name, port=client, start_timeout_s=start_timeout_s,
                                         extra_args=args, own_session=True)
             self.nodes.append(ClusterNode(name, client, route, monitor, server))
