@@ -95,26 +95,24 @@ async def test_killing_the_stream_leader_under_load_loses_and_doubles_nothing(sy
     assert figures["new_leader_s"] < RECOVERY_LIMIT_S
 
 
-async def test_killing_a_worker_under_load_loses_and_doubles_nothing(system: Chaos, client: Client) -> None:
-    async def kill_worker(figures: dict[str, Any]) -> None:
-        worker = system.deployment.role("worker-1")
-        worker.kill()
+def kill_and_restart(system: Chaos, name: str) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """kill -9 the role process, start it again 5 s later (as an orchestrator would), record how long it took."""
+    async def disrupt(figures: dict[str, Any]) -> None:
+        proc = system.deployment.role(name)
+        proc.kill()
         await anyio.sleep(5)
-        worker.start()
-        figures["worker_back_s"] = round(await anyio.to_thread.run_sync(worker.wait_ready), 1)
+        proc.start()
+        figures[f"{name}_back_s"] = round(await anyio.to_thread.run_sync(proc.wait_ready), 1)
 
-    await under_load(system, client, "worker_killed", kill_worker)
+    return disrupt
+
+
+async def test_killing_a_worker_under_load_loses_and_doubles_nothing(system: Chaos, client: Client) -> None:
+    await under_load(system, client, "worker_killed", kill_and_restart(system, "worker-1"))
 
 
 async def test_killing_a_plugin_under_load_loses_and_doubles_nothing(system: Chaos, client: Client) -> None:
-    async def kill_plugin(figures: dict[str, Any]) -> None:
-        plugin = system.deployment.role("plugin-1")
-        plugin.kill()
-        await anyio.sleep(5)
-        plugin.start()
-        figures["plugin_back_s"] = round(await anyio.to_thread.run_sync(plugin.wait_ready), 1)
-
-    await under_load(system, client, "plugin_killed", kill_plugin)
+    await under_load(system, client, "plugin_killed", kill_and_restart(system, "plugin-1"))
 
 
 async def test_freezing_the_stream_leaders_node_for_ten_seconds_loses_and_doubles_nothing(

@@ -98,37 +98,6 @@ def test_openai_embeddings_need_a_model(tmp_path):
     f = tmp_path / "m.yaml"
     f.write_text("memory:\n  embedding:\n    provider: openai\n")
     with pytest.raises(ConfigError, match=r"memory\.embedding\.openai\.model"):
-
-
-def test_a_clusters_url_list_is_kept_and_each_server_checked(tmp_path, monkeypatch):
-    monkeypatch.setenv("MNEMOBUS_NATS__URL", "nats://n1:4222, nats://n2:4222,nats://n3:4222")
-    assert load_settings(tmp_path / "absent.yaml" if False else None).nats.servers == [
-        "nats://n1:4222", "nats://n2:4222", "nats://n3:4222"]
-    monkeypatch.setenv("MNEMOBUS_NATS__URL", "nats://n1:4222,n2:4222")
-    with pytest.raises(ConfigError, match="'n2:4222': each server must start with nats://"):
-        load_settings(None)
-
-
-def test_stream_replicas_above_one_need_a_configured_cluster(tmp_path):
-    f = tmp_path / "m.yaml"
-    f.write_text("nats:\n  streams:\n    replicas: 3\n")
-    with pytest.raises(ConfigError, match=r"streams.replicas is 3 but no url is set"):
-        load_settings(f)
-    f.write_text("nats:\n  url: nats://n1:4222,nats://n2:4222,nats://n3:4222\n  streams:\n    replicas: 3\n")
-    assert load_settings(f).nats.streams.replicas == 3
-
-
-def test_stream_replicas_beyond_what_jetstream_allows_are_refused(tmp_path):
-    f = tmp_path / "m.yaml"
-    f.write_text("nats:\n  url: nats://n1:4222\n  streams:\n    replicas: 7\n")
-    with pytest.raises(ConfigError, match=r"nats.streams.replicas.*less than or equal to 5"):
-        load_settings(f)
-
-
-def test_a_duplicate_window_longer_than_the_streams_max_age_is_refused(tmp_path):
-    f = tmp_path / "m.yaml"
-    f.write_text("nats:\n  streams:\n    episode_max_age_s: 3600\n    duplicate_window_s: 7200\n")
-    with pytest.raises(ConfigError, match=r"duplicate_window_s \(7200\) may not exceed episode_max_age_s \(3600\)"):
         load_settings(f)
 def test_recall_tuning_overrides_only_the_keys_set_and_keeps_each_recipes_methods(tmp_path) -> None:
     from mnemobus.engine.recipes import RECIPES, tuned
@@ -147,3 +116,36 @@ def test_an_out_of_range_recall_weight_is_refused_naming_the_field(tmp_path) -> 
     path.write_text("memory:\n  recall:\n    age_floor: 1.5\n")
     with pytest.raises(ConfigError, match="memory.recall.age_floor"):
         load_settings(path)
+
+
+def test_a_clusters_url_list_is_kept_and_each_server_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("MNEMOBUS_NATS__URL", "nats://n1:4222, nats://n2:4222,nats://n3:4222")
+    assert load_settings(None).nats.servers == [
+        "nats://n1:4222", "nats://n2:4222", "nats://n3:4222"]
+    monkeypatch.setenv("MNEMOBUS_NATS__URL", "nats://n1:4222,n2:4222")
+    with pytest.raises(ConfigError, match="'n2:4222': each server must start with nats://"):
+        load_settings(None)
+
+
+def _refused(tmp_path, text: str, match: str) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_settings(f)
+
+
+def test_stream_replicas_above_one_need_a_configured_cluster(tmp_path):
+    _refused(tmp_path, "nats:\n  streams:\n    replicas: 3\n", r"streams.replicas is 3 but no url is set")
+    f = tmp_path / "ok.yaml"
+    f.write_text("nats:\n  url: nats://n1:4222,nats://n2:4222,nats://n3:4222\n  streams:\n    replicas: 3\n")
+    assert load_settings(f).nats.streams.replicas == 3
+
+
+def test_stream_replicas_beyond_what_jetstream_allows_are_refused(tmp_path):
+    _refused(tmp_path, "nats:\n  url: nats://n1:4222\n  streams:\n    replicas: 7\n",
+             r"nats.streams.replicas.*less than or equal to 5")
+
+
+def test_a_duplicate_window_longer_than_the_streams_max_age_is_refused(tmp_path):
+    _refused(tmp_path, "nats:\n  streams:\n    episode_max_age_s: 3600\n    duplicate_window_s: 7200\n",
+             r"duplicate_window_s \(7200\) may not exceed episode_max_age_s \(3600\)")
