@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("mnemobus.extensions")
 
 #: the kernel's own hook implementations, loaded before any entry point
-BUILTIN_MODULES = ("mnemobus.cli.run", "mnemobus.cli.doctor", "mnemobus.cli.dlq", "mnemobus.cli.migrate", "mnemobus.cli.cluster",
-                   "mnemobus.cli.memory", "mnemobus.api.role")
+BUILTIN_MODULES = ("mnemobus.cli.run", "mnemobus.cli.doctor", "mnemobus.cli.dlq", "mnemobus.cli.migrate",
+                   "mnemobus.cli.memory", "mnemobus.cli.cluster", "mnemobus.api.role")
 
 
 @functools.cache
@@ -40,6 +40,12 @@ def manager() -> pluggy.PluginManager:
 
 def bus_plugins(settings: "Settings", *, demo: bool) -> "list[Plugin]":
     return [p for batch in manager().hook.mnemobus_bus_plugins(settings=settings, demo=demo) for p in batch]
+
+
+def demo_plugins(settings: "Settings") -> "list[Plugin]":
+    """What the demo adds to the plugin role (the echo executor), without what always runs."""
+    always = {p.name for p in bus_plugins(settings, demo=False)}
+    return [p for p in bus_plugins(settings, demo=True) if p.name not in always]
 
 
 def roles() -> dict[str, hooks.RoleStarter]:

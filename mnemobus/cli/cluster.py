@@ -75,7 +75,7 @@ def client_settings(settings: Settings, deployment: LocalDeployment) -> Settings
 async def _play_and_serve(deployment: LocalDeployment, settings: Settings, once: bool) -> int:
     from mnemobus.app import _watch_signals, open_runtime, serve
     from mnemobus.demo import run_demo
-    from plugins.echo import EchoExecutor
+    from mnemobus import extensions
 
     async with open_runtime(client_settings(settings, deployment)) as rt:
         info = await rt.bus.js.stream_info(subjects.EPISODE_STREAM)
@@ -90,7 +90,7 @@ async def _play_and_serve(deployment: LocalDeployment, settings: Settings, once:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_signals, rt.stop)
             tg.start_soon(_watch_roles, deployment, rt.stop)
-            await tg.start(lambda task_status: serve(rt, {"plugin"}, plugins=[EchoExecutor("echo")], echo=_say,
+            await tg.start(lambda task_status: serve(rt, {"plugin"}, plugins=extensions.demo_plugins(settings), echo=_say,
                                                      task_status=task_status))
             ok = await run_demo(rt, _say)
             if once:
