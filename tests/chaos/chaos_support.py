@@ -20,7 +20,7 @@ import anyio
 from mnemobus import subjects
 from mnemobus.bus.connection import Bus
 from mnemobus.config import Settings
-from mnemobus.dlq import list_letters
+from mnemobus.bus.dlq import list_letters
 from mnemobus.envelope import Meta, Payload, SkillRequest, SkillResponse, Source
 from mnemobus.groups import GroupId
 from mnemobus.identity import IdentityRegistry

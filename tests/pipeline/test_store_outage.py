@@ -13,7 +13,7 @@ import pytest
 from mnemobus import subjects
 from mnemobus.app import open_runtime, serve
 from mnemobus.config import Settings
-from mnemobus.dlq import list_letters
+from mnemobus.bus.dlq import list_letters
 from mnemobus.envelope import EpisodeMessage
 from mnemobus.errors import StoreUnavailable
 from tests.pipeline.conftest import wait_for_episodes
