@@ -47,7 +47,7 @@ from mnemobus.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome, RecallQuery, episode_id_for  # noqa: E402
 from mnemobus.engine.text import query_terms  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore
-from mnemobus.store.sqlite_fts import fts_search  # noqa: E402
+from mnemobus.store.sqlite.fts import fts_search  # noqa: E402
 
 RNG = random.Random(7)
 NOW = datetime.now(UTC)

@@ -6,7 +6,7 @@ of a recall's time on 10k-fact groups, almost all of it statement overhead and
 row decoding rather than work. Held here they are array lookups.
 
 Backend-neutral: a store feeds rows in (`put`), keeps the graph current from
-its own change stamps (SQLite: `sqlite_graph`), and drops it when rows are
+its own change stamps (SQLite: `sqlite/graph.py`), and drops it when rows are
 deleted. Times are epoch seconds; a missing bound is -inf / +inf, so validity
 is one comparison: valid_at <= t < invalid_at.
 """

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from mnemobus.store.sqlite_tx import immediate
+from mnemobus.store.sqlite.tx import immediate
 
 
 def test_an_error_after_sqlite_rolled_back_by_itself_reaches_the_caller_unmasked(tmp_path) -> None:

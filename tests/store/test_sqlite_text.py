@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mnemobus.groups import GroupId
-from mnemobus.store import sqlite_fts as backend
+from mnemobus.store.sqlite import fts as backend
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.sqlite import SqliteStore
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mnemobus.store.sqlite_vectors import VectorCache
+from mnemobus.store.sqlite.vectors import VectorCache
 
 DIM = 32
 

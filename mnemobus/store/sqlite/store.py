@@ -18,7 +18,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,183 +26,26 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from mnemobus.errors import StoreIntegrityError, StoreUnavailable, episode_id_taken
-from mnemobus.store.sqlite_tx import immediate
+from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn, pick_by_type
-from mnemobus.store.fact_graph import EPOCH as _EPOCH
+from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn
 from mnemobus.store.fact_graph import FactGraph
-from mnemobus.store.fact_graph import utc_from_seconds as _dt
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
-from mnemobus.store.sqlite_graph import GraphReader, add_versioning
-from mnemobus.store.sqlite_fts import TermCounts, fts_search, group_token, terms_match
-from mnemobus.store.sqlite_vectors import VectorCache
+from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
+from mnemobus.store.sqlite.graph import GraphReader, add_versioning
+from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of, fact_of,
+                                        load_entities, to_seconds, vector_of)
+from mnemobus.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, add_alias_types, add_episode_speaker
+from mnemobus.store.sqlite.tx import immediate
+from mnemobus.store.sqlite.vectors import VectorCache
+from mnemobus.store.sqlite.writes import SqliteTxn, delete_episode_rows, drop_facts, insert_entity_row, insert_fact_row
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4  # 2: fact rows stamped with their group's version (sqlite_graph); 3: aliases keyed by type;
-# 4: an episode keeps its speaker and name
 BUSY_TIMEOUT_S = 1.0
 READERS = 4  # reader connections per store (see SqliteStore._borrow)
 READER_CACHE_KB = 16_384  # reads go through the memory map; the page cache only holds what it does not cover
-_SEP = "\x1f"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS episodes(
-  id TEXT PRIMARY KEY, group_id TEXT NOT NULL, content TEXT NOT NULL, role TEXT NOT NULL,
-  source_message_id TEXT NOT NULL, reference_time REAL NOT NULL, response TEXT, agent_id TEXT,
-  platform TEXT, channel_id TEXT, created_at REAL NOT NULL, screened INTEGER NOT NULL DEFAULT 0,
-  embedding BLOB, speaker TEXT, name TEXT);
-CREATE INDEX IF NOT EXISTS episodes_group_time ON episodes(group_id, reference_time);
--- rowid order within a group: the vector cache asks for a group's newest row on every search (O(log n) here,
--- a scan of the whole group through episodes_group_time: 84 µs at 1k episodes, growing linearly)
-CREATE INDEX IF NOT EXISTS episodes_group ON episodes(group_id);
-CREATE TABLE IF NOT EXISTS entities(
-  id TEXT PRIMARY KEY, group_id TEXT NOT NULL, name TEXT NOT NULL, canonical_name TEXT NOT NULL,
-  type TEXT NOT NULL, summary TEXT NOT NULL DEFAULT '', confidence REAL NOT NULL,
-  first_seen REAL, last_seen REAL, embedding BLOB);
-CREATE INDEX IF NOT EXISTS entities_group ON entities(group_id);
-CREATE TABLE IF NOT EXISTS aliases(
-  group_id TEXT NOT NULL, alias TEXT NOT NULL, type TEXT NOT NULL, entity_id TEXT NOT NULL,
-  PRIMARY KEY(group_id, alias, type)) WITHOUT ROWID;  -- one entity per alias and type (see add_alias_types)
-CREATE INDEX IF NOT EXISTS aliases_entity ON aliases(entity_id);
-CREATE TABLE IF NOT EXISTS facts(
-  id TEXT PRIMARY KEY, group_id TEXT NOT NULL, subject_id TEXT NOT NULL, object_id TEXT NOT NULL,
-  relation TEXT NOT NULL, edge_type TEXT NOT NULL, fact TEXT NOT NULL, confidence REAL NOT NULL,
-  valid_at REAL, invalid_at REAL, created_at REAL NOT NULL, expired_at REAL, superseded_by TEXT,
-  last_seen REAL, retrieval_count INTEGER NOT NULL DEFAULT 0, embedding BLOB,
-  ver INTEGER NOT NULL DEFAULT 0);  -- see sqlite_graph
-CREATE INDEX IF NOT EXISTS facts_group ON facts(group_id);
-CREATE INDEX IF NOT EXISTS facts_subject ON facts(subject_id, relation);
-CREATE INDEX IF NOT EXISTS facts_object ON facts(object_id);
-CREATE TABLE IF NOT EXISTS fact_sources(
-  fact_id TEXT NOT NULL, episode_id TEXT NOT NULL, source_message_id TEXT NOT NULL,
-  PRIMARY KEY(fact_id, episode_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS episode_entities(
-  episode_id TEXT NOT NULL, entity_id TEXT NOT NULL, PRIMARY KEY(episode_id, entity_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS episode_entities_entity ON episode_entities(entity_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS episodes_fts USING fts5(gtok, body, tokenize='porter unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS entities_fts USING fts5(gtok, body, tokenize='porter unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS facts_fts USING fts5(gtok, body, tokenize='porter unicode61 remove_diacritics 2');
-"""
-
-_VALID_AT = "(f.valid_at IS NULL OR f.valid_at <= :t) AND (f.invalid_at IS NULL OR f.invalid_at > :t)"
-
-_FACT_COLUMNS = """
-f.id, f.group_id, f.subject_id, f.object_id, s.name, o.name, f.relation, f.edge_type, f.fact,
-f.confidence, f.valid_at, f.invalid_at, f.created_at, f.expired_at, f.superseded_by, f.last_seen,
-f.retrieval_count,
-(SELECT group_concat(episode_id, char(31)) FROM fact_sources fs WHERE fs.fact_id = f.id),
-(SELECT group_concat(source_message_id, char(31)) FROM fact_sources fs WHERE fs.fact_id = f.id)
-"""
-_FACT_FROM = "facts f JOIN entities s ON s.id = f.subject_id JOIN entities o ON o.id = f.object_id"
-
-_EPISODE_COLUMNS = (
-    "id, group_id, content, role, source_message_id, reference_time, response, agent_id, platform,"
-    " channel_id, created_at, speaker, name"
-)
-
-
-def add_episode_speaker(conn: sqlite3.Connection) -> None:
-    """Schema 4: an episode keeps who said it and the name it was given, so it can be shown as it was sent."""
-    have = {row[1] for row in conn.execute("PRAGMA table_info(episodes)")}
-    with conn:
-        for column in ("speaker", "name"):
-            if column not in have:
-                conn.execute(f"ALTER TABLE episodes ADD COLUMN {column} TEXT")
-
-
-def add_alias_types(conn: sqlite3.Connection) -> None:
-    """Schema 3: an alias is unique per type, not per group (Jordan the place and Jordan the person). A file from
-    before gets the column, each alias the type of its entity."""
-    if "type" in {row[1] for row in conn.execute("PRAGMA table_info(aliases)")}:
-        return
-    with conn:
-        conn.executescript("""
-            CREATE TABLE aliases_typed(
-              group_id TEXT NOT NULL, alias TEXT NOT NULL, type TEXT NOT NULL, entity_id TEXT NOT NULL,
-              PRIMARY KEY(group_id, alias, type)) WITHOUT ROWID;
-            INSERT INTO aliases_typed SELECT a.group_id, a.alias, coalesce(e.type, 'thing'), a.entity_id
-              FROM aliases a LEFT JOIN entities e ON e.id = a.entity_id;
-            DROP TABLE aliases;
-            ALTER TABLE aliases_typed RENAME TO aliases;
-            CREATE INDEX IF NOT EXISTS aliases_entity ON aliases(entity_id);
-        """)
-
-
-def _ts(value: datetime | None) -> float | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.timestamp()
-
-
-def _blob(vector: Vector | None) -> bytes | None:
-    return None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
-
-
-def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(value.split(_SEP)) if value else ()
-
-
-def _fact(row: Sequence[Any], pending: dict[str, int] | None = None) -> Fact:
-    return Fact(
-        id=row[0],
-        group_id=GroupId(row[1]),
-        subject_id=row[2],
-        object_id=row[3],
-        subject_name=row[4],
-        object_name=row[5],
-        relation=row[6],
-        edge_type=row[7],
-        fact=row[8],
-        confidence=row[9],
-        valid_at=_dt(row[10]),
-        invalid_at=_dt(row[11]),
-        created_at=_dt(row[12]) or _EPOCH,
-        expired_at=_dt(row[13]),
-        superseded_by=row[14],
-        last_seen=_dt(row[15]),
-        retrieval_count=row[16] + (pending.get(row[0], 0) if pending else 0),
-        episode_ids=_split(row[17]),
-        source_message_ids=_split(row[18]),
-    )
-
-
-def _episode(row: Sequence[Any]) -> Episode:
-    return Episode(
-        id=row[0],
-        group_id=GroupId(row[1]),
-        content=row[2],
-        role=row[3],
-        source_message_id=row[4],
-        reference_time=_dt(row[5]),  # type: ignore[arg-type]
-        response=row[6],
-        agent_id=row[7],
-        platform=row[8],
-        channel_id=row[9],
-        created_at=_dt(row[10]),
-        speaker=row[11],
-        name=row[12],
-    )
-
-
-def _entity(row: Sequence[Any], aliases: tuple[str, ...]) -> Entity:
-    return Entity(
-        id=row[0],
-        group_id=GroupId(row[1]),
-        name=row[2],
-        canonical_name=row[3],
-        type=row[4],
-        aliases=aliases,
-        summary=row[5],
-        confidence=row[6],
-        first_seen=_dt(row[7]),
-        last_seen=_dt(row[8]),
-    )
 
 
 _TRANSIENT_MARKERS = ("locked", "busy", "disk i/o", "unable to open", "disk is full", "readonly", "no such table")
@@ -337,7 +180,7 @@ class SqliteStore:
         def setup() -> sqlite3.Connection:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
-            conn.executescript(_SCHEMA)
+            conn.executescript(SCHEMA)
             add_alias_types(conn)
             add_versioning(conn)
             add_episode_speaker(conn)
@@ -383,9 +226,9 @@ class SqliteStore:
     async def get_episode(self, group_id: GroupId, episode_id: str) -> Episode | None:
         def q(c: sqlite3.Connection) -> Episode | None:
             row = c.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE id = ? AND group_id = ?", (episode_id, group_id)
+                f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE id = ? AND group_id = ?", (episode_id, group_id)
             ).fetchone()
-            return _episode(row) if row else None
+            return episode_of(row) if row else None
 
         return await self._read(q)
 
@@ -397,9 +240,9 @@ class SqliteStore:
         def q(c: sqlite3.Connection) -> list[Episode]:
             marks = ",".join("?" * len(ids))
             rows = c.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)
+                f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)
             ).fetchall()
-            by_id = {r[0]: _episode(r) for r in rows}
+            by_id = {r[0]: episode_of(r) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
 
         return await self._read(q)
@@ -407,11 +250,11 @@ class SqliteStore:
     async def episodes(self, group_id: GroupId, last_n: int = 10) -> list[Episode]:
         def q(c: sqlite3.Connection) -> list[Episode]:
             rows = c.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE group_id = ?"
+                f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE group_id = ?"
                 " ORDER BY reference_time DESC, rowid DESC LIMIT ?",
                 (group_id, max(0, last_n)),
             ).fetchall()
-            return [_episode(r) for r in rows]
+            return [episode_of(r) for r in rows]
 
         return await self._read(q)
 
@@ -460,7 +303,7 @@ class SqliteStore:
     async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
         def work() -> DeleteCounts:
             with immediate(self._writer_conn()) as c:
-                return DeleteCounts(facts=_drop_facts(c, group_id, [fact_id]))
+                return DeleteCounts(facts=drop_facts(c, group_id, [fact_id]))
 
         async with self._write_lock:
             counts = await self._run(work)
@@ -496,7 +339,7 @@ class SqliteStore:
 
         def work() -> DeleteCounts:
             with immediate(self._writer_conn()) as c:
-                return _delete_episode(c, group_id, episode_id)
+                return delete_episode_rows(c, group_id, episode_id)
 
         async with self._write_lock:
             counts = await self._run(work)
@@ -518,21 +361,21 @@ class SqliteStore:
             c.execute("BEGIN")  # one read snapshot: a concurrent ingest cannot split the export
             try:
                 episodes = [
-                    (_episode(r), bool(r[13]), _vector(r[14]))
+                    (episode_of(r), bool(r[13]), vector_of(r[14]))
                     for r in c.execute(
-                        f"SELECT {_EPISODE_COLUMNS}, screened, embedding FROM episodes WHERE group_id = ?"
+                        f"SELECT {EPISODE_COLUMNS}, screened, embedding FROM episodes WHERE group_id = ?"
                         " ORDER BY reference_time, id", (group_id,)
                     )
                 ]
                 rows = c.execute(
                     "SELECT id, embedding FROM entities WHERE group_id = ? ORDER BY id", (group_id,)
                 ).fetchall()
-                loaded = _load_entities(c, group_id, [r[0] for r in rows]) if rows else []
-                entities = [(e, _vector(r[1])) for e, r in zip(loaded, rows, strict=True)]
+                loaded = load_entities(c, group_id, [r[0] for r in rows]) if rows else []
+                entities = [(e, vector_of(r[1])) for e, r in zip(loaded, rows, strict=True)]
                 facts = [
-                    (_fact(r), _vector(r[-1]))
+                    (fact_of(r), vector_of(r[-1]))
                     for r in c.execute(
-                        f"SELECT {_FACT_COLUMNS}, f.embedding FROM {_FACT_FROM} WHERE f.group_id = ?"
+                        f"SELECT {FACT_COLUMNS}, f.embedding FROM {FACT_FROM} WHERE f.group_id = ?"
                         " ORDER BY f.created_at, f.id", (group_id,)
                     )
                 ]
@@ -560,7 +403,7 @@ class SqliteStore:
         async with self._write_lock:
             conn = self._writer_conn()
             await self._run(lambda: (conn.execute("BEGIN IMMEDIATE"), self._flush_retrievals_in(conn)))
-            txn = SqliteTxn(self, conn)
+            txn = SqliteTxn(self._run, self.vectors, conn)
             try:
                 yield txn
             except BaseException:
@@ -627,7 +470,7 @@ class SqliteStore:
                        touched: set[str]) -> T | Exception:
         """One work inside the batch's transaction; StoreUnavailable propagates and fails the whole batch."""
         c.execute("SAVEPOINT work")
-        txn = SqliteTxn(self, c, inline=True)
+        txn = SqliteTxn(self._run, self.vectors, c, inline=True)
         try:
             result: T | Exception = _complete(work(txn))
         except (StoreUnavailable, sqlite3.OperationalError):
@@ -705,7 +548,7 @@ class SqliteStore:
 
     async def search_facts_text(self, group_id: GroupId, terms: Sequence[str], as_of: datetime, limit: int) -> list[Hit]:
         where = "AND (x.valid_at IS NULL OR x.valid_at <= :t) AND (x.invalid_at IS NULL OR x.invalid_at > :t)"
-        return await self._fts("facts_fts", group_id, terms, limit, where=where, params={"t": _ts(as_of)})
+        return await self._fts("facts_fts", group_id, terms, limit, where=where, params={"t": to_seconds(as_of)})
 
     async def search_entities_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
         return await self._fts("entities_fts", group_id, terms, limit)
@@ -723,7 +566,7 @@ class SqliteStore:
     async def search_facts_vector(self, group_id: GroupId, vector: Vector, as_of: datetime, limit: int) -> list[Hit]:
         if limit <= 0:
             return []
-        t = _ts(as_of)
+        t = to_seconds(as_of)
 
         def q(c: sqlite3.Connection) -> list[Hit]:
             # most stored facts are still valid: ask for twice the limit, and widen only when too few were
@@ -761,7 +604,7 @@ class SqliteStore:
         edge_types: Sequence[EdgeType] | None = None,
         limit: int = 50,
     ) -> list[Step]:
-        t = _ts(as_of)
+        t = to_seconds(as_of)
 
         def q(c: sqlite3.Connection) -> list[Step]:
             graph = self._graph(c, group_id)
@@ -799,10 +642,10 @@ class SqliteStore:
         def q(c: sqlite3.Connection) -> list[Fact]:
             marks = ",".join("?" * len(ids))
             rows = c.execute(
-                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE +f.group_id = ? AND f.id IN ({marks})", (group_id, *ids)
+                f"SELECT {FACT_COLUMNS} FROM {FACT_FROM} WHERE +f.group_id = ? AND f.id IN ({marks})", (group_id, *ids)
             ).fetchall()
             # retrievals not yet flushed still count: reads in this process see their own increments
-            by_id = {r[0]: _fact(r, self._pending_retrievals) for r in rows}
+            by_id = {r[0]: fact_of(r, self._pending_retrievals) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
 
         return await self._read(q)
@@ -825,29 +668,29 @@ class SqliteStore:
         ids = list(dict.fromkeys(entity_ids))
         if not ids:
             return []
-        return await self._read(lambda c: _load_entities(c, group_id, ids))
+        return await self._read(lambda c: load_entities(c, group_id, ids))
 
     async def facts_valid_at(self, group_id: GroupId, as_of: datetime, limit: int = 1000) -> list[Fact]:
         def q(c: sqlite3.Connection) -> list[Fact]:
             rows = c.execute(
-                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE f.group_id = :g AND {_VALID_AT}"
+                f"SELECT {FACT_COLUMNS} FROM {FACT_FROM} WHERE f.group_id = :g AND {VALID_AT}"
                 " ORDER BY coalesce(f.valid_at, -1e18), f.id LIMIT :k",
-                {"g": group_id, "t": _ts(as_of), "k": limit},
+                {"g": group_id, "t": to_seconds(as_of), "k": limit},
             ).fetchall()
-            return [_fact(r) for r in rows]
+            return [fact_of(r) for r in rows]
 
         return await self._read(q)
 
     async def edge_history(self, group_id: GroupId, subject_id: str, relation: str | None = None) -> list[Fact]:
         def q(c: sqlite3.Connection) -> list[Fact]:
             # +group_id: filtered by value, so the planner takes the subject index (a group index reads the group)
-            sql = f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE +f.group_id = ? AND f.subject_id = ?"
+            sql = f"SELECT {FACT_COLUMNS} FROM {FACT_FROM} WHERE +f.group_id = ? AND f.subject_id = ?"
             params: list[Any] = [group_id, subject_id]
             if relation is not None:
                 sql += " AND f.relation = ?"
                 params.append(relation)
             sql += " ORDER BY coalesce(f.valid_at, -1e18) DESC, f.created_at DESC"
-            return [_fact(r) for r in c.execute(sql, params).fetchall()]
+            return [fact_of(r) for r in c.execute(sql, params).fetchall()]
 
         return await self._read(q)
 
@@ -858,119 +701,9 @@ class SqliteStore:
         """Load pre-resolved rows in one transaction, bypassing resolution: for benchmarks and imports only."""
         with immediate(self._writer_conn()) as c:
             for entity, vec in entities:
-                _insert_entity(c, entity, vec)
+                insert_entity_row(c, entity, vec)
             for fact, vec in facts:
-                _insert_fact(c, fact, vec)
-
-
-def _load_entities(c: sqlite3.Connection, group_id: str, ids: list[str]) -> list[Entity]:
-    marks = ",".join("?" * len(ids))
-    rows = c.execute(
-        "SELECT id, group_id, name, canonical_name, type, summary, confidence, first_seen, last_seen"
-        f" FROM entities WHERE +group_id = ? AND id IN ({marks})",
-        (group_id, *ids),
-    ).fetchall()
-    aliases: dict[str, list[str]] = {}
-    for eid, alias in c.execute(
-        f"SELECT entity_id, alias FROM aliases WHERE +group_id = ? AND entity_id IN ({marks}) ORDER BY alias",
-        (group_id, *ids),
-    ):
-        aliases.setdefault(eid, []).append(alias)
-    by_id = {r[0]: _entity(r, tuple(aliases.get(r[0], ()))) for r in rows}
-    return [by_id[i] for i in ids if i in by_id]
-
-
-def _vector(blob: bytes | None) -> Vector | None:
-    return None if blob is None else np.frombuffer(blob, dtype=np.float32).copy()
-
-
-def _drop_facts(c: sqlite3.Connection, group_id: str, fact_ids: Sequence[str]) -> int:
-    """Delete the group's facts by id with their provenance; the facts each had superseded are valid again
-    (what ended them is gone). Returns how many there were."""
-    dropped = 0
-    for fid in fact_ids:
-        c.execute(
-            "UPDATE facts SET invalid_at = NULL, expired_at = NULL, superseded_by = NULL"
-            " WHERE superseded_by = ? AND group_id = ?", (fid, group_id),
-        )
-        c.execute("DELETE FROM facts_fts WHERE rowid = (SELECT rowid FROM facts WHERE id = ? AND group_id = ?)",
-                  (fid, group_id))
-        if c.execute("DELETE FROM facts WHERE id = ? AND group_id = ?", (fid, group_id)).rowcount:
-            c.execute("DELETE FROM fact_sources WHERE fact_id = ?", (fid,))
-            dropped += 1
-    return dropped
-
-
-def _delete_episode(c: sqlite3.Connection, group_id: str, episode_id: str) -> DeleteCounts:
-    row = c.execute("SELECT rowid FROM episodes WHERE id = ? AND group_id = ?", (episode_id, group_id)).fetchone()
-    if row is None:
-        return DeleteCounts()
-    sourced = [fid for (fid,) in c.execute(
-        "SELECT fs.fact_id FROM fact_sources fs JOIN facts f ON f.id = fs.fact_id"
-        " WHERE fs.episode_id = ? AND f.group_id = ?", (episode_id, group_id))]
-    c.execute("DELETE FROM fact_sources WHERE episode_id = ?", (episode_id,))
-    orphans = [fid for fid in sourced
-               if c.execute("SELECT 1 FROM fact_sources WHERE fact_id = ? LIMIT 1", (fid,)).fetchone() is None]
-    _drop_facts(c, group_id, orphans)
-    mentioned = [eid for (eid,) in c.execute("SELECT entity_id FROM episode_entities WHERE episode_id = ?", (episode_id,))]
-    c.execute("DELETE FROM episode_entities WHERE episode_id = ?", (episode_id,))
-    entities = 0
-    for eid in mentioned:
-        still_used = c.execute(
-            "SELECT 1 FROM episode_entities WHERE entity_id = ? UNION ALL SELECT 1 FROM facts WHERE subject_id = ?"
-            " UNION ALL SELECT 1 FROM facts WHERE object_id = ? LIMIT 1", (eid, eid, eid),
-        ).fetchone()
-        if still_used is None:
-            c.execute("DELETE FROM aliases WHERE group_id = ? AND entity_id = ?", (group_id, eid))
-            c.execute("DELETE FROM entities_fts WHERE rowid = (SELECT rowid FROM entities WHERE id = ?)", (eid,))
-            entities += c.execute("DELETE FROM entities WHERE id = ? AND group_id = ?", (eid, group_id)).rowcount
-    c.execute("DELETE FROM episodes_fts WHERE rowid = ?", (row[0],))
-    c.execute("DELETE FROM episodes WHERE rowid = ?", (row[0],))
-    return DeleteCounts(episodes=1, entities=entities, facts=len(orphans))
-
-
-def _entity_fts_body(c: sqlite3.Connection, group_id: str, entity_id: str, name: str) -> str:
-    aliases = [a for (a,) in c.execute("SELECT alias FROM aliases WHERE group_id = ? AND entity_id = ?", (group_id, entity_id))]
-    return " ".join(dict.fromkeys([name, *aliases]))
-
-
-def _insert_entity(c: sqlite3.Connection, e: Entity, vec: Vector | None) -> None:
-    if c.execute("SELECT 1 FROM entities WHERE id = ?", (e.id,)).fetchone() is not None:
-        raise StoreIntegrityError(f"entity {e.id} is already stored")
-    cur = c.execute(
-        "INSERT INTO entities(id, group_id, name, canonical_name, type, summary, confidence, first_seen, last_seen,"
-        " embedding) VALUES (?,?,?,?,?,?,?,?,?,?)",
-        (e.id, e.group_id, e.name, e.canonical_name, e.type, e.summary, e.confidence, _ts(e.first_seen),
-         _ts(e.last_seen), _blob(vec)),
-    )
-    rowid = cur.lastrowid
-    for alias in dict.fromkeys((e.canonical_name, *e.aliases)):
-        c.execute("INSERT OR IGNORE INTO aliases(group_id, alias, type, entity_id) VALUES (?,?,?,?)",
-                  (e.group_id, alias, e.type, e.id))
-    c.execute(
-        "INSERT INTO entities_fts(rowid, gtok, body) VALUES (?,?,?)",
-        (rowid, group_token(e.group_id), _entity_fts_body(c, e.group_id, e.id, e.name)),
-    )
-
-
-def _insert_fact(c: sqlite3.Connection, f: Fact, vec: Vector | None) -> None:
-    if c.execute("SELECT 1 FROM facts WHERE id = ?", (f.id,)).fetchone() is not None:
-        raise StoreIntegrityError(f"fact {f.id} is already stored")
-    cur = c.execute(
-        "INSERT INTO facts(id, group_id, subject_id, object_id, relation, edge_type, fact, confidence, valid_at,"
-        " invalid_at, created_at, expired_at, superseded_by, last_seen, retrieval_count, embedding)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (f.id, f.group_id, f.subject_id, f.object_id, f.relation, f.edge_type, f.fact, f.confidence,
-         _ts(f.valid_at), _ts(f.invalid_at), _ts(f.created_at), _ts(f.expired_at), f.superseded_by,
-         _ts(f.last_seen), f.retrieval_count, _blob(vec)),
-    )
-    body = f"{f.fact} {f.subject_name} {f.relation.replace('_', ' ')} {f.object_name}"
-    c.execute("INSERT INTO facts_fts(rowid, gtok, body) VALUES (?,?,?)", (cur.lastrowid, group_token(f.group_id), body))
-    for episode_id, message_id in zip(f.episode_ids, f.source_message_ids, strict=False):
-        c.execute(
-            "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id, source_message_id) VALUES (?,?,?)",
-            (f.id, episode_id, message_id),
-        )
+                insert_fact_row(c, fact, vec)
 
 
 class _InlineReads(SqliteStore):
@@ -1000,151 +733,3 @@ def _complete(coro: Awaitable[T]) -> T:
         return done.value  # type: ignore[no-any-return]
     coro.close()
     raise RuntimeError("a one-hop transaction awaited something other than its WriteTxn")
-
-
-class SqliteTxn:
-    """The WriteTxn of SqliteStore: every call runs on the writer connection inside BEGIN IMMEDIATE.
-
-    Inline transactions (from `run_transactions`) already run on a worker
-    thread and call SQLite directly; the others hop to a thread per call.
-    """
-
-    def __init__(self, store: SqliteStore, conn: sqlite3.Connection, *, inline: bool = False) -> None:
-        self._store = store
-        self._c = conn
-        self._inline = inline
-        self.groups: set[str] = set()
-
-    async def _do(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._inline:
-            return fn(self._c)
-        return await self._store._run(lambda: fn(self._c))
-
-    async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
-        e = episode
-
-        def w(c: sqlite3.Connection) -> bool:
-            cur = c.execute(
-                f"INSERT OR IGNORE INTO episodes({_EPISODE_COLUMNS}, screened, embedding)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (e.id, e.group_id, e.content, e.role, e.source_message_id, _ts(e.reference_time), e.response,
-                 e.agent_id, e.platform, e.channel_id, _ts(e.created_at or datetime.now(UTC)), e.speaker, e.name,
-                 int(screened),
-                 None if screened else _blob(embedding)),
-            )
-            if cur.rowcount == 0:
-                owner = c.execute("SELECT group_id FROM episodes WHERE id = ?", (e.id,)).fetchone()[0]
-                if owner != e.group_id:
-                    raise episode_id_taken(e.id, e.group_id, owner)
-                return False
-            if screened:  # kept for audit, never searchable: it must not reach a prompt as memory
-                return True
-            body = e.content if not e.response else f"{e.content}\n{e.response}"
-            c.execute(
-                "INSERT INTO episodes_fts(rowid, gtok, body) VALUES (?,?,?)",
-                (cur.lastrowid, group_token(e.group_id), body),
-            )
-            return True
-
-        return await self._do(w)
-
-    async def entity_by_alias(self, group_id: GroupId, alias: str, types: Sequence[str] | None = None) -> Entity | None:
-        def r(c: sqlite3.Connection) -> Entity | None:
-            rows = [(t, eid) for t, eid in c.execute(
-                "SELECT a.type, a.entity_id FROM aliases a JOIN entities e ON e.id = a.entity_id"
-                " WHERE a.group_id = ? AND a.alias = ? ORDER BY e.first_seen, e.id", (group_id, alias))
-                if types is None or t in types]
-            if not rows:
-                return None
-            found = _load_entities(c, group_id, [pick_by_type(rows, types)])
-            return found[0] if found else None
-
-        return await self._do(r)
-
-    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
-        self.groups.add(group_id)
-
-        def r(c: sqlite3.Connection) -> list[tuple[Entity, float]]:
-            hits = self._store.vectors.search(c, "entities", group_id, np.asarray(vector), k)
-            entities = {e.id: e for e in _load_entities(c, group_id, [h[0] for h in hits])} if hits else {}
-            return [(entities[i], s) for i, s in hits if i in entities]
-
-        return await self._do(r)
-
-    async def insert_entity(self, entity: Entity, embedding: Vector | None) -> None:
-        await self._do(lambda c: _insert_entity(c, entity, embedding))
-
-    async def observe_entity(self, group_id: GroupId, entity_id: str, *, name: str, alias: str, seen: datetime) -> None:
-        t = _ts(seen)
-
-        def w(c: sqlite3.Connection) -> None:
-            row = c.execute("SELECT rowid FROM entities WHERE id = ? AND group_id = ?", (entity_id, group_id)).fetchone()
-            if row is None:
-                raise StoreIntegrityError(f"entity {entity_id} is not in group {group_id}")
-            c.execute(
-                "UPDATE entities SET name = ?, last_seen = max(coalesce(last_seen, ?), ?),"
-                " first_seen = min(coalesce(first_seen, ?), ?) WHERE id = ?",
-                (name, t, t, t, t, entity_id),
-            )
-            c.execute("INSERT OR IGNORE INTO aliases(group_id, alias, type, entity_id)"
-                      " SELECT ?, ?, type, id FROM entities WHERE id = ?", (group_id, alias, entity_id))
-            c.execute("DELETE FROM entities_fts WHERE rowid = ?", (row[0],))
-            c.execute(
-                "INSERT INTO entities_fts(rowid, gtok, body) VALUES (?,?,?)",
-                (row[0], group_token(group_id), _entity_fts_body(c, group_id, entity_id, name)),
-            )
-
-        await self._do(w)
-
-    async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None:
-        await self._do(
-            lambda c: c.execute(
-                "INSERT OR IGNORE INTO episode_entities(episode_id, entity_id) VALUES (?,?)", (episode_id, entity_id)
-            )
-        )
-
-    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
-        def r(c: sqlite3.Connection) -> list[Fact]:
-            rows = c.execute(
-                f"SELECT {_FACT_COLUMNS} FROM {_FACT_FROM} WHERE +f.group_id = ? AND f.subject_id = ? AND f.relation = ?"
-                " ORDER BY coalesce(f.valid_at, -1e18), f.created_at, f.id",
-                (group_id, subject_id, relation),
-            ).fetchall()
-            return [_fact(x) for x in rows]
-
-        return await self._do(r)
-
-    async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
-        def w(c: sqlite3.Connection) -> None:
-            found = c.execute(
-                "SELECT count(*) FROM entities WHERE +group_id = ? AND id IN (?, ?)",
-                (fact.group_id, fact.subject_id, fact.object_id),
-            ).fetchone()[0]
-            if found != len({fact.subject_id, fact.object_id}):
-                raise StoreIntegrityError(f"fact {fact.id} names an entity that is not in group {fact.group_id}")
-            _insert_fact(c, fact, embedding)
-
-        await self._do(w)
-
-    async def update_fact(self, fact: Fact) -> None:
-        f = fact
-
-        def w(c: sqlite3.Connection) -> None:
-            cur = c.execute(
-                "UPDATE facts SET confidence = ?, last_seen = ?, valid_at = ?, invalid_at = ?, expired_at = ?,"
-                " superseded_by = ? WHERE id = ? AND group_id = ?",
-                (f.confidence, _ts(f.last_seen), _ts(f.valid_at), _ts(f.invalid_at), _ts(f.expired_at),
-                 f.superseded_by, f.id, f.group_id),
-            )
-            if cur.rowcount != 1:
-                raise StoreIntegrityError(f"fact {f.id} is not in group {f.group_id}")
-
-        await self._do(w)
-
-    async def add_fact_source(self, group_id: GroupId, fact_id: str, episode_id: str, source_message_id: str) -> None:
-        await self._do(
-            lambda c: c.execute(
-                "INSERT OR IGNORE INTO fact_sources(fact_id, episode_id, source_message_id) VALUES (?,?,?)",
-                (fact_id, episode_id, source_message_id),
-            )
-        )

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from mnemobus.store.fact_graph import FactGraph, FactGraphCache
-from mnemobus.store.sqlite_tx import immediate
+from mnemobus.store.sqlite.tx import immediate
 
 # the columns that ranking, validity and the walk read; a change to any of them must reach the graphs
 _WATCHED = ("subject_id, object_id, relation, edge_type, fact, confidence, valid_at, invalid_at, created_at,"
