@@ -6,9 +6,11 @@ Run: `make bench-api` (or `.venv/bin/python bench/bench_api.py`); QUICK=1 for a 
   loader: random unit vectors, resolution bypassed), then the api role runs
   on an embedded nats-server with the hashing query embedder, as bench_engine
   measures recall.
-- Three paths, same queries, one at a time (latency, not throughput):
+- Four paths, same queries, one at a time (latency, not throughput):
   `engine.recall` in process (the floor), POST /search over HTTP (httpx,
-  keep-alive), and `memory.api.search` request-reply over NATS.
+  keep-alive), `memory.api.search` request-reply over NATS, and the MCP
+  tool `search_memory` over streamable HTTP (the MCP SDK's own client, one
+  session).
 - The group's vector index is built first (the bench waits, figure
   `index_build_wait`), so all three paths measure the indexed search.
 - The difference between a transport and the floor is what the API costs.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import random
 import sys
 import tempfile
@@ -27,6 +30,9 @@ from pathlib import Path
 
 import anyio
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,6 +41,7 @@ from bench_engine import NOW, VOCAB, bulk_load  # noqa: E402
 from common import peak_rss_mb, print_table, quick, summary_ms, write_results  # noqa: E402
 
 from mnemobus import subjects  # noqa: E402
+from mnemobus.api.mcp_door import EXTRA_MCP_URL, run_mcp_http  # noqa: E402
 from mnemobus.api.service import EXTRA_URL, run_api  # noqa: E402
 from mnemobus.config import ApiSettings  # noqa: E402
 from mnemobus.app import open_runtime  # noqa: E402
@@ -44,9 +51,11 @@ from mnemobus.store.model import RecallQuery  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 
 RNG = random.Random(11)
+MCP_TOKEN = "bench-token-0123456789"
 
 
 async def main() -> None:
+    logging.basicConfig(level=logging.WARNING)  # before the MCP SDK would set up its own, at INFO
     total = 10_000 if quick() else 100_000
     n = 200 if quick() else 1000
     label = f"{total // 1000}k"
@@ -65,11 +74,13 @@ async def main() -> None:
         try:
             settings = Settings(nats={"url": server.url}, store={"backend": "sqlite", "sqlite_path": db},
                                 memory={"embedding": {"provider": "hash"}}, metrics={"port": 0},
+                                mcp={"port": 0, "clients": [{"name": "bench", "token": MCP_TOKEN}]},
                                 identity={"users_file": root / "users.yaml"})
             queries = [f"what about {RNG.choice(names)} and {RNG.choice(VOCAB)}?" for _ in range(n)]
             async with open_runtime(settings) as rt:
                 async with anyio.create_task_group() as tg:
                     await tg.start(functools.partial(run_api, rt, api=ApiSettings(port=0)))
+                    await tg.start(run_mcp_http, rt)
                     await measure(rt, group, queries, figures, label)
                     rt.stop.set()
         finally:
@@ -104,15 +115,25 @@ async def measure(rt, group: str, queries: list[str], figures: dict[str, float],
             assert not (msg.headers or {}).get("Nats-Service-Error"), msg.headers
             assert json.loads(msg.data)["facts"]
 
-        for name, once in (("engine", engine_once), ("http", http_once), ("nats", nats_once)):
-            lat = []
-            for b in bodies:
-                t = time.perf_counter()
-                await once(b)
-                lat.append(time.perf_counter() - t)
-            s = summary_ms(lat)
-            figures[f"search_{label}_{name}_p50_ms"] = s["p50_ms"]
-            figures[f"search_{label}_{name}_p99_ms"] = s["p99_ms"]
+        mcp_http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {MCP_TOKEN}"}, timeout=30)
+        async with Client(streamable_http_client(rt.extra[EXTRA_MCP_URL], http_client=mcp_http)) as mcp:
+
+            async def mcp_once(b: dict) -> None:
+                r = await mcp.call_tool("search_memory", {"query": b["query"], "group_ids": b["group_ids"],
+                                                          "max_results": 10, "include_messages": False})
+                assert not r.is_error and r.structured_content["facts"], r.content
+
+            for b in bodies[:20]:
+                await mcp_once(b)
+            for name, once in (("engine", engine_once), ("http", http_once), ("nats", nats_once), ("mcp", mcp_once)):
+                lat = []
+                for b in bodies:
+                    t = time.perf_counter()
+                    await once(b)
+                    lat.append(time.perf_counter() - t)
+                s = summary_ms(lat)
+                figures[f"search_{label}_{name}_p50_ms"] = s["p50_ms"]
+                figures[f"search_{label}_{name}_p99_ms"] = s["p99_ms"]
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ log = logging.getLogger("mnemobus.app")
 def expand_roles(role: str) -> set[str]:
     """`all` means every role this build has (the core two and every registered one); a named role must exist."""
     optional = extensions.roles()
-    if role == "all":
-        return {"plugin", "worker", *optional}
+    if role == "all":  # a role that needs something configured first (`in_all = False`) runs only when named
+        return {"plugin", "worker", *(name for name, start in optional.items() if getattr(start, "in_all", True))}
     if role not in {"plugin", "worker", *optional}:
         raise MnemobusError(f"role {role!r} is not available in this build; it has: "
                             f"{', '.join(sorted({'plugin', 'worker', *optional}))}")
@@ -44,9 +44,9 @@ def expand_roles(role: str) -> set[str]:
 
 
 def with_worker_on_embedded_bus(roles: set[str], *, embedded: bool) -> set[str]:
-    """A role that queues episodes (api, plugin) on a bus this process embeds gets the worker too: no other
+    """A role that queues episodes (api, plugin, mcp) on a bus this process embeds gets the worker too: no other
     process can reach that bus, so without it every 202 would go into a stream nobody reads."""
-    if embedded and roles & {"api", "plugin"} and "worker" not in roles:
+    if embedded and roles & {"api", "plugin", "mcp"} and "worker" not in roles:
         log.info("the bus is embedded in this process, so the extraction worker runs here too")
         return roles | {"worker"}
     return roles

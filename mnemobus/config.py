@@ -296,6 +296,33 @@ class ApiSettings(Section):
     search_timeout_s: float = Field(default=5.0, gt=0, description="a search or get-memory past this answers 504")
 
 
+class McpClient(Section):
+    """One MCP client allowed over streamable HTTP: it sends `Authorization: Bearer <token>`."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    token: SecretStr = Field(description="at least 16 characters; from the environment or a secrets file")
+    admin: bool = Field(default=False, description="may clear a group")
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, v: SecretStr) -> SecretStr:
+        if len(v.get_secret_value()) < 16:
+            raise ValueError("a token must have at least 16 characters")
+        return v
+
+
+class McpSettings(Section):
+    """The `mcp` section: the Model Context Protocol door (`mnemobus run --role mcp`, `mnemobus mcp`)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535, description="streamable HTTP; 0 binds a free port (tests)")
+    path: str = Field(default="/mcp", pattern=r"^/[A-Za-z0-9_/-]*$")
+    clients: list[McpClient] = Field(default_factory=list, description="per-client tokens; `api.api_key` is an "
+                                     "admin token too. Over HTTP a call without one of them is refused")
+    stdio_admin: bool = Field(default=True, description="`mnemobus mcp` (stdio) runs as the local user, who "
+                              "can read the store anyway: admin unless this is false")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
@@ -309,6 +336,7 @@ class Settings(BaseSettings):
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @classmethod

@@ -75,6 +75,10 @@ class PipelineMetrics:
             ["outcome"], registry=r)
         self.warmed_groups = Gauge(
             "mnemobus_recall_warmed_groups", "Groups whose recall indexes the last start-up load brought in", registry=r)
+        self.mcp_calls = Counter(
+            "mnemobus_mcp_calls_total", "MCP tool calls by tool and outcome (ok, invalid, unauthorized, forbidden, "
+            "error)", ["tool", "outcome"], registry=r,
+        )
         self.http_errors = Counter(
             "mnemobus_http_errors_total", "HTTP requests that ended in an unexpected error (a 500), by exception kind",
             ["kind"], registry=r)

@@ -59,7 +59,7 @@ def _parse(model: type[BaseModel], data: bytes) -> Any:
         raise ApiError(422, describe_validation_error(exc)) from exc
 
 
-def _error_reply(exc: Exception) -> tuple[str, str, str]:
+def error_reply(exc: Exception) -> tuple[str, str, str]:
     """(outcome for the metrics, the HTTP status it would have been, the reason) for a failed request."""
     if isinstance(exc, ApiError):
         return "invalid", str(exc.code), exc.detail
@@ -240,7 +240,7 @@ class NatsApi:
                 self._check_key(req)
                 reply = await op(_parse(model, req.data))
             except Exception as exc:  # noqa: BLE001 - every failure becomes an error reply; one never stops the endpoint
-                outcome, code, failure = _error_reply(exc)
+                outcome, code, failure = error_reply(exc)
                 if code == "500":
                     log.exception("memory api %s failed", name)
                 await req.respond_error(code, failure)

@@ -11,18 +11,17 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from mnemobus.api.core import MemoryService
 from mnemobus.api.http import create_app
 from mnemobus.api.nats_service import NatsApi
 from mnemobus.config import ApiSettings
 from mnemobus.warming import warm_recall_indexes
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mnemobus.runtime import Runtime
@@ -54,6 +53,23 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+async def start_http(tg: TaskGroup, app: Any, host: str, port: int, *, drain_timeout_s: float,
+                     lifespan: str = "off") -> tuple[_Server, str]:
+    """Serve an ASGI app on the task group; back once it accepts connections, with the server and its URL.
+    Setting the server's `should_exit` stops it: no new connections, open requests finish, then it returns."""
+    sock = bind(host, port)
+    config = uvicorn.Config(app, lifespan=lifespan, access_log=False, log_level="warning",  # type: ignore[arg-type]
+                            timeout_graceful_shutdown=drain_timeout_s)
+    server = _Server(config)
+    tg.start_soon(server.serve, [sock])
+    while not server.started:
+        if server.should_exit:
+            raise OSError(f"could not serve HTTP on {host}:{port}")
+        await anyio.sleep(0.005)
+    bound_host, bound_port = sock.getsockname()[:2]
+    return server, f"http://{bound_host if ':' not in bound_host else f'[{bound_host}]'}:{bound_port}"
+
+
 async def run_api(rt: "Runtime", *, api: ApiSettings | None = None,
                   task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Serve until `rt.stop` is set, then drain."""
@@ -71,17 +87,8 @@ async def run_api(rt: "Runtime", *, api: ApiSettings | None = None,
         await nats_api.start()
         server: _Server | None = None
         if svc.config.http:
-            sock = bind(svc.config.host, svc.config.port)
-            config = uvicorn.Config(create_app(svc), lifespan="off", access_log=False, log_level="warning",
-                                    timeout_graceful_shutdown=svc.config.drain_timeout_s)
-            server = _Server(config)
-            tg.start_soon(server.serve, [sock])
-            while not server.started:
-                if server.should_exit:
-                    raise OSError(f"HTTP API could not start on {svc.config.host}:{svc.config.port}")
-                await anyio.sleep(0.005)
-            host, port = sock.getsockname()[:2]
-            rt.extra[EXTRA_URL] = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+            server, rt.extra[EXTRA_URL] = await start_http(tg, create_app(svc), svc.config.host, svc.config.port,
+                                                           drain_timeout_s=svc.config.drain_timeout_s)
             log.info("memory API on %s (Graphiti-compatible) and NATS memory.api.*", rt.extra[EXTRA_URL])
         task_status.started()
         await rt.stop.wait()

@@ -38,6 +38,15 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
+def _first_known(group: BaseExceptionGroup) -> BaseException | None:
+    """The error the user should read out of a task group's failures: a refused config or a named problem."""
+    for exc in group.exceptions:
+        found = _first_known(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, (ConfigError, MnemobusError, KeyboardInterrupt)):
+            return found
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mnemobus", description="Long-term memory for AI agents on a NATS bus.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -56,7 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _setup_logging(settings.log_level)
     try:
-        return int(args.handler(settings, args))
+        try:
+            return int(args.handler(settings, args))
+        except BaseExceptionGroup as group:  # a role that failed inside the process's task group
+            raise _first_known(group) or group from None
     except ConfigError as exc:
         print(f"mnemobus: configuration refused: {exc}", file=sys.stderr)
         return 2

@@ -149,3 +149,7 @@ def test_stream_replicas_beyond_what_jetstream_allows_are_refused(tmp_path):
 def test_a_duplicate_window_longer_than_the_streams_max_age_is_refused(tmp_path):
     _refused(tmp_path, "nats:\n  streams:\n    episode_max_age_s: 3600\n    duplicate_window_s: 7200\n",
              r"duplicate_window_s \(7200\) may not exceed episode_max_age_s \(3600\)")
+
+
+def test_an_mcp_token_shorter_than_16_characters_is_refused_naming_the_field(tmp_path):
+    _refused(tmp_path, "mcp:\n  clients:\n    - {name: laptop, token: short}\n", "mcp.clients.0.token")

@@ -1,0 +1,29 @@
+"""`mnemobus mcp`: the memory tools over stdio, for an MCP client that launches this command itself."""
+
+from __future__ import annotations
+
+import argparse
+
+import anyio
+
+from mnemobus.config import Settings
+from mnemobus.hooks import hookimpl
+
+
+async def _serve(settings: Settings) -> int:
+    from mnemobus.api.mcp_door import run_mcp_stdio
+    from mnemobus.app import open_runtime, serve
+
+    # on a bus this process embeds, nobody else can store what add_memory queues: the worker runs here too
+    roles = {"worker"} if settings.nats.url is None else set()
+    async with open_runtime(settings) as rt, anyio.create_task_group() as tg:
+        await tg.start(lambda task_status: serve(rt, roles, plugins=[], task_status=task_status))
+        await run_mcp_stdio(rt)  # returns when the client closes stdin
+        rt.stop.set()
+    return 0
+
+
+@hookimpl
+def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = subcommands.add_parser("mcp", help="serve the memory tools to an MCP client over stdio (logs go to stderr)")
+    p.set_defaults(handler=lambda settings, args: anyio.run(_serve, settings))
