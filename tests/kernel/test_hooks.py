@@ -58,7 +58,7 @@ def test_hook_mnemobus_roles_two_packages_claiming_one_role_are_refused(register
 
 
 def test_hook_mnemobus_roles_an_unknown_role_names_the_ones_there_are() -> None:
-    with pytest.raises(MnemobusError, match="has: api, plugin, worker, worldstate"):
+    with pytest.raises(MnemobusError, match="has: api, mcp, plugin, worker, worldstate"):
         expand_roles("archiver")
 
 
