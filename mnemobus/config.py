@@ -64,6 +64,9 @@ class NatsSettings(Section):
                                    "max_outstanding_pings unanswered it reconnects to another (a frozen or cut-off "
                                    "server is left within about ping_interval_s x (max_outstanding_pings + 1))")
     max_outstanding_pings: int = Field(default=2, ge=1)
+    permissions_enforced: bool = Field(default=False, description="the server gives each role only its own "
+                                       "subjects (`mnemobus nats-users`), so the identity a request claims comes "
+                                       "from a publisher trusted to claim it; leave false on an open bus")
     streams: StreamSettings = Field(default_factory=StreamSettings)
 
     @field_validator("url")
@@ -194,6 +197,10 @@ class MemorySettings(Section):
     max_episodes: int = Field(default=10, ge=0, le=100, description="at most this many of them source messages")
     context_budget_chars: int = Field(default=2000, ge=200)
     executor_timeout_s: float = Field(default=30.0, gt=0)
+    memory_in_broadcast: bool = Field(default=False, description="the copy of each answer on "
+                                      "agent.skill.response.<agent> keeps the recalled memory block and groups; off, "
+                                      "only the requester's reply carries them (anyone subscribed to the broadcast "
+                                      "would read every user's memory)")
     form_every_n_messages: int = Field(default=1, ge=1, description="emit an episode every N exchanges of a session")
     form_every_n_tokens: int = Field(default=0, ge=0, description="...or once the buffered text reaches ~N tokens (0: off)")
     exclude_skills: list[str] = Field(default_factory=lambda: ["alert"],

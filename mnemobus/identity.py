@@ -22,6 +22,9 @@ from mnemobus.groups import GroupId, agent_user_group, system_group, unknown_use
 
 log = logging.getLogger("mnemobus.identity")
 
+#: platforms whose user id may be a canonical id of users.yaml itself (internal publishers and the CLI)
+CANONICAL_PLATFORMS = ("bus", "cli")
+
 
 class User(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
@@ -141,12 +144,21 @@ class IdentityRegistry:
     def lookup(self, platform: str, platform_id: str) -> User | None:
         return self._by_identity.get((platform, platform_id))
 
-    def resolve(self, platform: str, user_id: str | None, agent_id: str, system_actor: str | None) -> Resolution:
+    def resolve(self, platform: str, user_id: str | None, agent_id: str, system_actor: str | None, *,
+                trusted: bool = False) -> Resolution:
+        """The groups of a request's claimed source.
+
+        A platform identity listed in users.yaml maps to its user. A bare canonical id on the `bus` or `cli`
+        platform maps only when the publisher is `trusted` (the bus enforces who may publish, or the caller
+        showed the API key): on an open bus anyone can claim to be `cli:josh`, and an unverified claim gets the
+        unknown-user groups of that id, never josh's memory."""
         if system_actor:
             return Resolution((system_group(system_actor),), None, "system_actor")
         if not user_id:
             return Resolution((), None, "no_user")
-        user = self.lookup(platform, user_id) or (self._users.get(user_id) if platform in ("bus", "cli") else None)
+        user = self.lookup(platform, user_id)
+        if user is None and trusted and platform in CANONICAL_PLATFORMS:
+            user = self._users.get(user_id)
         if user is not None:
             if not user.memory_enabled:
                 return Resolution((), user, "memory_disabled")

@@ -4,7 +4,10 @@ A chat adapter sends the user's SkillRequest (same envelope as
 `agent.skill.request`) as a NATS request to `memory.api.command`; the reply
 goes only to that request's reply subject, never to a shared subject, so
 one user's memory is never shown to a channel. The caller is whoever the
-identity registry resolves the request's source to, exactly as for recall.
+identity registry resolves the request's source to, exactly as for recall;
+a bare canonical id (`cli:josh`) is believed only from a caller that showed
+the API key or on a bus that enforces who may publish, and `clear` is
+refused on a service that cannot tell who is asking.
 """
 
 from __future__ import annotations
@@ -57,8 +60,11 @@ async def run_command(svc: MemoryService, req: SkillRequest) -> CommandReply:
     if command == "help":
         return reply(False, USAGE)
     who = svc.rt.identity.resolve(req.source.platform, req.source.user_id, req.payload.meta.agent_id,
-                                  req.payload.meta.system_actor)
+                                  req.payload.meta.system_actor, trusted=svc.trusts_claims)
     if command == "clear":
+        if not svc.trusts_claims:
+            return reply(False, "/memory clear needs a service that knows who is asking: set api.api_key (callers "
+                                "send it) or run the bus with per-role permissions (nats.permissions_enforced)")
         return await _clear(svc, who.user.id if who.user else None, args, reply)
     if not who.memory_on:
         return reply(False, f"no memory is kept for this caller ({who.reason})")

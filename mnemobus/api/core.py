@@ -76,6 +76,12 @@ class MemoryService:
     def store(self) -> Any:
         return self.rt.engine.store
 
+    @property
+    def trusts_claims(self) -> bool:
+        """Whether the identity a request names (its source, an `actor`) can be believed: every caller showed the
+        API key, or the bus lets only trusted roles publish here. On an open service it is only a claim."""
+        return self.config.api_key is not None or self.rt.settings.nats.permissions_enforced
+
     # -- health and status ------------------------------------------------------------------
 
     async def health(self) -> tuple[bool, str]:

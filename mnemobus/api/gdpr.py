@@ -53,6 +53,10 @@ def groups_of(base: list[GroupId], existing: list[GroupId]) -> list[GroupId]:
 
 
 def require_admin(svc: MemoryService, actor: str) -> None:
+    """The actor is named by the caller, so it counts only where the caller is known (`trusts_claims`)."""
+    if not svc.trusts_claims:
+        raise Forbidden("deleting a user needs a service that knows who is asking: set api.api_key (callers send "
+                        "it) or run the bus with per-role permissions (nats.permissions_enforced)")
     who = svc.rt.identity.user(actor)
     if who is None or not who.admin:
         raise Forbidden(f"{actor!r} is not an admin in users.yaml; only admins may delete a user's memory")

@@ -115,7 +115,8 @@ class MemoryPlugin:
         ctx = self.ctx
         assert ctx is not None, "plugin used before start"
         agent_id = req.payload.meta.agent_id
-        who = ctx.identity.resolve(req.source.platform, req.source.user_id, agent_id, req.payload.meta.system_actor)
+        who = ctx.identity.resolve(req.source.platform, req.source.user_id, agent_id, req.payload.meta.system_actor,
+                                   trusted=ctx.settings.nats.permissions_enforced)
         skill = req.payload.skill or req.payload.meta.skill_hint
         if skill and skill in ctx.settings.memory.exclude_skills:
             who = Resolution((), who.user, f"skill_excluded:{skill}")
@@ -141,15 +142,19 @@ class MemoryPlugin:
 
     async def _answer(self, ctx: PluginContext, req: SkillRequest, mctx: MessageContext, response: SkillResponse,
                       agent_id: str) -> None:
-        """Every subject the answer goes to; one that fails is counted and logged, and never costs the episode."""
+        """Every subject the answer goes to; one that fails is counted and logged, and never costs the episode.
+
+        The requester's own subjects get the whole answer; the broadcast copy leaves out what memory recalled
+        unless `memory.memory_in_broadcast` says every listener may read it."""
         wire = response.to_wire()
-        targets = [mctx.reply] if mctx.reply else []
+        targets = [(mctx.reply, wire)] if mctx.reply else []
         if req.reply and req.reply.topic and req.reply.topic != mctx.reply:
-            targets.append(req.reply.topic)
-        targets.append(subjects.skill_response(agent_id))
-        for target in targets:
+            targets.append((req.reply.topic, wire))
+        broadcast = wire if ctx.settings.memory.memory_in_broadcast else broadcast_copy(response).to_wire()
+        targets.append((subjects.skill_response(agent_id), broadcast))
+        for target, data in targets:
             try:
-                await ctx.bus.publish(target, wire)
+                await ctx.bus.publish(target, data)
             except Exception as exc:  # noqa: BLE001 - the exchange still becomes memory
                 ctx.metrics.reply_errors.inc()
                 log.warning("could not publish the answer to request %s on %s: %s", req.id, target, exc)
@@ -241,6 +246,14 @@ class MemoryPlugin:
         ctx.metrics.episode_emit_errors.inc()
         log.warning("episode %s for group %s parked in the outbox (%s): %s",
                     episode.episode_id, episode.group_id, self.outbox.path, last)
+
+
+def broadcast_copy(response: SkillResponse) -> SkillResponse:
+    """The answer for every subscriber of agent.skill.response.*: recall's outcome, none of what it recalled."""
+    if response.memory is None:
+        return response
+    kept = response.memory.model_copy(update={"block": "", "groups": []})
+    return response.model_copy(update={"memory": kept})
 
 
 def speaker_name(who: Resolution) -> str | None:

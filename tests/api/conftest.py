@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from mnemobus import subjects
 from mnemobus.api.service import EXTRA_SERVICE, EXTRA_URL, run_api
@@ -19,10 +20,20 @@ from mnemobus.app import Runtime, open_runtime, serve
 from mnemobus.config import Settings
 
 
+#: the admin API key of the services that must know who is asking (`/memory clear`, delete-user)
+ADMIN_KEY = "test-admin-key-0123456789"
+
+
 @dataclass
 class Api:
     rt: Runtime
     http: httpx.AsyncClient
+    key: str | None = None
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The headers a caller holding the service's API key sends ({} when it has none)."""
+        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
 
     @property
     def store(self) -> Any:
@@ -34,15 +45,16 @@ class Api:
 
     async def nats(self, endpoint: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
                    ) -> tuple[dict[str, Any], dict[str, str]]:
-        """One request to memory.api.<endpoint>: (decoded body or {}, headers)."""
-        msg = await self.rt.bus.request(subjects.api(endpoint), json.dumps(body or {}).encode(), 5, headers=headers)
+        """One request to memory.api.<endpoint>: (decoded body or {}, headers); sends the key unless `headers` given."""
+        msg = await self.rt.bus.request(subjects.api(endpoint), json.dumps(body or {}).encode(), 5,
+                                        headers=self.auth if headers is None else headers)
         return (json.loads(msg.data) if msg.data else {}), dict(msg.headers or {})
 
     async def say(self, group: str, *contents: str, role_type: str = "user") -> list[str]:
         """POST /messages, then wait until the worker has stored every episode."""
         before = await self.store.count_episodes(group)
         r = await self.http.post("/messages", json={"group_id": group, "messages": [
-            {"role_type": role_type, "role": "tester", "content": c} for c in contents]})
+            {"role_type": role_type, "role": "tester", "content": c} for c in contents]}, headers=self.auth)
         assert r.status_code == 202, r.text
         await wait_for(lambda: self.store.count_episodes(group), before + len(contents))
         return r.json()["episode_uuids"]
@@ -61,6 +73,11 @@ def api_config() -> ApiSettings:
     return ApiSettings(port=0, drain_timeout_s=2)
 
 
+def keyed_api_config() -> ApiSettings:
+    """A service that knows who is asking: every caller sends ADMIN_KEY."""
+    return ApiSettings(port=0, drain_timeout_s=2, api_key=SecretStr(ADMIN_KEY))
+
+
 @pytest.fixture
 async def api(settings: Settings, api_config: ApiSettings) -> AsyncIterator[Api]:
     async with open_runtime(settings) as rt:
@@ -68,7 +85,8 @@ async def api(settings: Settings, api_config: ApiSettings) -> AsyncIterator[Api]
             await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
             await tg.start(functools.partial(run_api, rt, api=api_config))
             async with httpx.AsyncClient(base_url=rt.extra[EXTRA_URL], timeout=10) as client:
-                yield Api(rt, client)
+                key = api_config.api_key.get_secret_value() if api_config.api_key else None
+                yield Api(rt, client, key)
             rt.stop.set()
 
 

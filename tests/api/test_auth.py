@@ -39,7 +39,7 @@ async def test_healthcheck_stays_open_for_liveness_probes(api: Api) -> None:
 
 
 async def test_nats_request_without_the_key_is_refused_with_401(api: Api) -> None:
-    _, headers = await api.nats("search", {"group_ids": ["g"], "query": "x"})
+    _, headers = await api.nats("search", {"group_ids": ["g"], "query": "x"}, headers={})
     assert headers["Nats-Service-Error-Code"] == "401"
 
 

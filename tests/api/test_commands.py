@@ -9,15 +9,27 @@ import pytest
 
 from mnemobus import subjects
 from mnemobus.cli import memory as api_cli
-from tests.api.conftest import Api, command
+from mnemobus.config import ApiSettings, Settings
+from tests.api.conftest import Api, command, keyed_api_config
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def api_config() -> ApiSettings:
+    return keyed_api_config()
+
+
+def cli_settings(api: Api) -> Settings:
+    """The operator's settings: the service's address and its API key."""
+    return api.rt.settings.model_copy(update={"api": api.service.config})
 
 JOSH, ANA = "user_josh", "user_ana"
 
 
 async def ask(api: Api, content: str, user: str = "111") -> dict:
-    msg = await api.rt.bus.request(subjects.api("command"), command(content, user=user).to_wire(), 5)
+    msg = await api.rt.bus.request(subjects.api("command"), command(content, user=user).to_wire(), 5,
+                                   headers=api.auth)
     return json.loads(msg.data)
 
 
@@ -74,7 +86,8 @@ async def test_command_reply_goes_only_to_the_requesters_inbox(api: Api) -> None
     sub = await api.rt.bus.subscribe(">", spy)
     reply_to = api.rt.bus.nc.new_inbox()
     inbox = await api.rt.bus.nc.subscribe(reply_to, max_msgs=1)
-    await api.rt.bus.nc.publish(subjects.api("command"), command("/memory show").to_wire(), reply=reply_to)
+    await api.rt.bus.nc.publish(subjects.api("command"), command("/memory show").to_wire(), reply=reply_to,
+                                headers=api.auth)
     answer = await inbox.next_msg(timeout=5)
     await anyio.sleep(0.2)
     await sub.unsubscribe()
@@ -86,12 +99,12 @@ async def test_command_reply_goes_only_to_the_requesters_inbox(api: Api) -> None
 async def test_cli_memory_show_prints_the_users_facts(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
     await api.say(JOSH, "I live in Berlin.")
     args = api_cli.standalone_parser().parse_args(["memory", "show", "--user", "josh"])
-    code = await anyio.to_thread.run_sync(args.handler, api.rt.settings, args)
+    code = await anyio.to_thread.run_sync(args.handler, cli_settings(api), args)
     assert code == 0 and "tester lives in Berlin" in capsys.readouterr().out
 
 
 async def test_cli_memory_clear_by_a_non_admin_exits_1_with_the_reason(api: Api,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     args = api_cli.standalone_parser().parse_args(["memory", "clear", "josh", "--user", "ana"])
-    code = await anyio.to_thread.run_sync(args.handler, api.rt.settings, args)
+    code = await anyio.to_thread.run_sync(args.handler, cli_settings(api), args)
     assert code == 1 and "admins only" in capsys.readouterr().err

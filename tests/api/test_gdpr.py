@@ -9,9 +9,15 @@ from nats.js.errors import NotFoundError
 
 from mnemobus import subjects
 from mnemobus.groups import GroupId
-from tests.api.conftest import Api
+from mnemobus.config import ApiSettings
+from tests.api.conftest import Api, keyed_api_config
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def api_config() -> ApiSettings:
+    return keyed_api_config()
 
 JOSH_GROUPS = ("user_josh", "agent_echo__user_josh", "user_discord_111")
 
@@ -43,7 +49,8 @@ async def test_hard_delete_leaves_no_queued_episode_of_the_user_on_the_bus(api: 
 async def test_hard_delete_keeps_other_users_memory(api: Api) -> None:
     await _josh_everywhere(api)
     await api.nats("delete-user", {"user_id": "josh", "actor": "josh"})
-    facts = (await api.http.post("/search", json={"query": "Globex Acme Berlin", "max_facts": 10})).json()["facts"]
+    facts = (await api.http.post("/search", json={"query": "Globex Acme Berlin", "max_facts": 10},
+                                   headers=api.auth)).json()["facts"]
     assert sorted(f["fact"] for f in facts) == ["I work at Globex.", "tester works at Globex"]
 
 
