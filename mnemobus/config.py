@@ -64,6 +64,10 @@ class NatsSettings(Section):
                                    "max_outstanding_pings unanswered it reconnects to another (a frozen or cut-off "
                                    "server is left within about ping_interval_s x (max_outstanding_pings + 1))")
     max_outstanding_pings: int = Field(default=2, ge=1)
+    user: str | None = Field(default=None, description="the NATS user this process connects as (a role of "
+                             "`mnemobus nats-users`: plugin, worker, api, worldstate, operator)")
+    password: SecretStr | None = Field(default=None, description="its password; set it from the environment "
+                                       "(MNEMOBUS_NATS__PASSWORD), never in the file")
     permissions_enforced: bool = Field(default=False, description="the server gives each role only its own "
                                        "subjects (`mnemobus nats-users`), so the identity a request claims comes "
                                        "from a publisher trusted to claim it; leave false on an open bus")
@@ -84,6 +88,12 @@ class NatsSettings(Section):
     def servers(self) -> list[str]:
         """The configured servers (a cluster's URL list), [] when an embedded server is started."""
         return self.url.split(",") if self.url else []
+
+    @model_validator(mode="after")
+    def _user_and_password_together(self) -> NatsSettings:
+        if (self.user is None) != (self.password is None):
+            raise ValueError("user and password go together: set both (the password from the environment) or neither")
+        return self
 
     @model_validator(mode="after")
     def _replicas_need_a_cluster(self) -> NatsSettings:

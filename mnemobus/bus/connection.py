@@ -67,6 +67,8 @@ class Bus:
             disconnected_cb=on_disconnected,
             reconnected_cb=on_reconnected,
             drain_timeout=10,
+            user=settings.user,
+            password=settings.password.get_secret_value() if settings.password else None,
         )
         bus = cls(nc, settings)
         bus._mark_closing = mark_closing

@@ -73,14 +73,17 @@ class EmbeddedNatsServer:
         start_timeout_s: float = 15.0,
         extra_args: Sequence[str] = (),
         own_session: bool = False,
+        config: str = "",
     ) -> None:
         """`extra_args` go on the command line after ours (a cluster node's name, routes, monitor port).
-        `own_session`: a Ctrl-C in the terminal does not reach the server; its owner stops it in order."""
+        `own_session`: a Ctrl-C in the terminal does not reach the server; its owner stops it in order.
+        `config`: nats-server config text added to the server's file (e.g. an `authorization` block)."""
         self.store_dir = Path(store_dir)
         self.port = port
         self.max_payload = max_payload
         self.extra_args = tuple(extra_args)
         self.own_session = own_session
+        self.config = config
         self.start_timeout_s = start_timeout_s
         self.url: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -113,9 +116,11 @@ class EmbeddedNatsServer:
             "-sd", str(self.store_dir), "--ports_file_dir", str(ports_dir),
             "-l", str(self._log_path), *self.extra_args,
         ]
-        if self.max_payload:
+        config = (f"max_payload: {int(self.max_payload)}\n" if self.max_payload else "") + self.config
+        if config:
             conf = ports_dir / "nats.conf"
-            conf.write_text(f"max_payload: {int(self.max_payload)}\n")
+            conf.write_text(config)
+            conf.chmod(0o600)
             args += ["-c", str(conf)]
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                       preexec_fn=_die_with_parent, start_new_session=self.own_session)
@@ -142,6 +147,12 @@ class EmbeddedNatsServer:
             time.sleep(0.02)
         self.stop()
         raise NatsServerError(f"nats-server did not report ready within {self.start_timeout_s}s: {self._tail()}")
+
+    def log_text(self) -> str:
+        """What the server has logged so far ('' once stopped: the log lives with the ports file)."""
+        if self._log_path and self._log_path.exists():
+            return self._log_path.read_text(errors="replace")
+        return ""
 
     def _tail(self) -> str:
         if self._log_path and self._log_path.exists():
