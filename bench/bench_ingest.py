@@ -35,7 +35,7 @@ from mnemobus import subjects  # noqa: E402
 from mnemobus.bus.connection import Bus  # noqa: E402
 from mnemobus.config import Settings  # noqa: E402
 from mnemobus.engine import MemoryEngine  # noqa: E402
-from mnemobus.engine.embed import make_embedder  # noqa: E402
+from mnemobus.engine.embedders import make_embedder  # noqa: E402
 from mnemobus.envelope import EpisodeMessage  # noqa: E402
 from mnemobus.groups import GroupId  # noqa: E402
 from mnemobus.localcluster import LocalDeployment  # noqa: E402
