@@ -381,6 +381,14 @@ def _origin(loc: tuple[Any, ...], path: Path | None) -> str:
     return str(path) if path else "defaults"
 
 
+def _unknown_sections_in_environment() -> list[str]:
+    """`MNEMOBUS_<SECTION>__<KEY>` variables whose section does not exist: pydantic-settings ignores them, so a
+    typo (`MNEMOBUS_METRIC__HOST`) would leave the setting at its default without a word."""
+    sections = set(Settings.model_fields)
+    return sorted(k for k in os.environ if k.upper().startswith(ENV_PREFIX) and "__" in k[len(ENV_PREFIX):]
+                  and k[len(ENV_PREFIX):].split("__", 1)[0].lower() not in sections)
+
+
 def load_settings(path: Path | str | None = None) -> Settings:
     """Read the YAML file (if any), apply the environment, validate everything at once."""
     file = Path(path) if path is not None else Path(os.environ.get("MNEMOBUS_CONFIG", DEFAULT_CONFIG))
@@ -397,6 +405,11 @@ def load_settings(path: Path | str | None = None) -> Settings:
         data = loaded
     elif path is not None:
         raise ConfigError(f"{file}: config file not found")
+    unknown = _unknown_sections_in_environment()
+    if unknown:
+        raise ConfigError(f"invalid configuration:\n  environment variable {unknown[0]}: no section "
+                          f"'{unknown[0][len(ENV_PREFIX):].split('__', 1)[0].lower()}' (sections: "
+                          f"{', '.join(Settings.model_fields)})")
     try:
         return Settings(**data)
     except ValidationError as exc:

@@ -34,6 +34,18 @@ def test_bad_environment_value_names_the_variable(tmp_path, monkeypatch):
         load_settings(tmp_path / "absent.yaml" if False else None)
 
 
+def test_an_environment_variable_naming_no_section_is_refused_not_ignored(monkeypatch):
+    monkeypatch.setenv("MNEMOBUS_METRIC__HOST", "0.0.0.0")
+    with pytest.raises(ConfigError, match="MNEMOBUS_METRIC__HOST: no section 'metric'"):
+        load_settings(None)
+
+
+def test_an_unknown_key_in_a_known_section_of_the_environment_is_refused(monkeypatch):
+    monkeypatch.setenv("MNEMOBUS_NATS__STREAMS__REPLICA", "3")
+    with pytest.raises(ConfigError, match="replica"):
+        load_settings(None)
+
+
 def test_broken_yaml_is_refused_with_the_file_name(tmp_path):
     f = tmp_path / "m.yaml"
     f.write_text("nats: [unclosed\n")
