@@ -41,7 +41,8 @@ from mnemobus.groups import GroupId  # noqa: E402
 from mnemobus.localcluster import LocalDeployment  # noqa: E402
 from mnemobus.neo4j_local import LocalNeo4j, ensure_jars  # noqa: E402
 from mnemobus.store.model import Episode, IngestOutcome, episode_id_for  # noqa: E402
-from mnemobus.store.neo4j import Neo4jStore, _Neo4jWriteTxn  # noqa: E402
+from mnemobus.store.neo4j import Neo4jStore  # noqa: E402
+from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 
 CITIES = "Lisbon Porto Madrid Seville Paris Lyon Brussels Amsterdam Hamburg Munich Vienna Zurich Milan Prague".split()
@@ -87,13 +88,13 @@ async def engine_rate(store, episodes: Sequence[Episode], batch: int) -> float: 
 def count_statements() -> list[int]:
     """Statements write transactions send (patched in: the bench's own process only)."""
     counter = [0]
-    real = _Neo4jWriteTxn._run
+    real = Neo4jWriteTxn._run
 
     async def run(self, query, **params):  # type: ignore[no-untyped-def]
         counter[0] += 1
         return await real(self, query, **params)
 
-    _Neo4jWriteTxn._run = run  # type: ignore[method-assign]
+    Neo4jWriteTxn._run = run  # type: ignore[method-assign]
     return counter
 
 

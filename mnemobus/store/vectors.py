@@ -1,7 +1,7 @@
 """Backend-neutral pieces of in-process vector search: a growable float32 matrix, top-k selection, the IVF index.
 
 Why a module of its own: both stores keep embeddings in memory and search them
-with one matrix product (SQLite in `sqlite/vectors.py`, Neo4j in `neo4j_mirror`),
+with one matrix product (SQLite in `sqlite/vectors.py`, Neo4j in `neo4j/mirror.py`),
 and the two must rank the same way. Nothing here knows where rows come from.
 """
 

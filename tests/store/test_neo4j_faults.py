@@ -11,7 +11,8 @@ import pytest
 from mnemobus.errors import StoreUnavailable
 from mnemobus.groups import GroupId
 from mnemobus.neo4j_local import QUICK_START_JVM, LocalNeo4j, free_port
-from mnemobus.store.neo4j import Neo4jStore, group_key, lucene_terms
+from mnemobus.store.neo4j import Neo4jStore
+from mnemobus.store.neo4j.rows import group_key, lucene_terms
 from test_conformance import T0, episode, vec  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio

@@ -192,7 +192,7 @@ async def test_embeddings_stored_without_the_byte_copy_still_load(
     g = await alice_graph(neo, group)
     for q in ("MATCH ()-[r:FACT {group_id: $g}]->() REMOVE r.emb32",
               "MATCH (n:Entity {group_id: $g}) REMOVE n.emb32", "MATCH (n:Episode {group_id: $g}) REMOVE n.emb32"):
-        await neo._drv().execute_query(q, g=group, database_=neo.database)
+        await neo._open_driver().execute_query(q, g=group, database_=neo.database)
     async with open_neo4j() as fresh:
         assert await fresh.preload(group)
         hits = await fresh.search_facts_vector(group, vec("Alice likes strong coffee"), LATER, 1)

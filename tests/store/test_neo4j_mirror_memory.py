@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mnemobus.store.neo4j_mirror import GroupMirror
+from mnemobus.store.neo4j.mirror import GroupMirror
 
 DIM = 384
 T = 1_767_225_600_000_000  # 2026-01-01 in epoch microseconds

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from mnemobus.groups import GroupId
-from mnemobus.store.neo4j import Neo4jStore, _combine
+from mnemobus.store.neo4j import Neo4jStore
+from mnemobus.store.neo4j.coalesce import combine_reads
 from test_conformance import T0, alice_graph, vec  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio
@@ -24,18 +25,18 @@ pytestmark = pytest.mark.anyio
 
 def count_round_trips(store: Neo4jStore) -> list[str]:
     sent: list[str] = []
-    real = store._q
+    real = store._read_rows
 
     async def counting(query: str, **params: Any) -> list[dict[str, Any]]:
         sent.append(query)
         return await real(query, **params)
 
-    store._q = counting  # type: ignore[method-assign]
+    store._read_rows = counting  # type: ignore[method-assign]
     return sent
 
 
 def test_combined_reads_keep_their_parameters_apart() -> None:
-    text, params = _combine([("RETURN $x AS a", ("a",), {"x": 1}), ("RETURN $x AS b, $y AS c", ("b", "c"), {"x": 2, "y": 3})])
+    text, params = combine_reads([("RETURN $x AS a", ("a",), {"x": 1}), ("RETURN $x AS b, $y AS c", ("b", "c"), {"x": 2, "y": 3})])
     assert params == {"b0_x": 1, "b1_x": 2, "b1_y": 3}
     assert "$b0_x" in text and "$b1_x" in text and "$x" not in text.replace("$b0_x", "").replace("$b1_x", "")
 
@@ -122,7 +123,7 @@ async def test_close_writes_the_counts_still_held(neo4j_uri: str, group: GroupId
 async def test_a_group_larger_than_a_delete_batch_goes_in_several_transactions(
     neo: Neo4jStore, group: GroupId, other_group: GroupId, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import mnemobus.store.neo4j as neo4j_module
+    import mnemobus.store.neo4j.store as neo4j_module
 
     await alice_graph(neo, group)  # 1 episode, 5 entities, 4 facts
     await alice_graph(neo, other_group)

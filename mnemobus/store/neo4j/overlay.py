@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Row = dict[str, Any]
 
@@ -29,7 +29,7 @@ def as_datetime(v: Any) -> datetime | None:
     if v is None:
         return None
     if isinstance(v, int):
-        return _EPOCH + timedelta(microseconds=v)
+        return EPOCH + timedelta(microseconds=v)
     if hasattr(v, "to_native"):
         v = v.to_native()
     if isinstance(v, datetime) and v.tzinfo is None:
@@ -258,7 +258,7 @@ class Overlay:
         def order(item: tuple[Row, str, str]) -> tuple[Any, ...]:
             r = item[0]
             valid = as_datetime(r.get("valid_at"))
-            return (valid is not None, valid or _EPOCH, as_datetime(r.get("created_at")) or _EPOCH, r["id"])
+            return (valid is not None, valid or EPOCH, as_datetime(r.get("created_at")) or EPOCH, r["id"])
 
         return sorted(out, key=order)
 

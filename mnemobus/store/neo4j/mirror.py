@@ -335,7 +335,7 @@ _FACT_COLUMNS_HELD = (
 )
 
 
-_EPISODE_FIELDS = ("content", "role", "source_message_id", "reference_time", "response", "agent_id", "platform",
+EPISODE_FIELDS = ("content", "role", "source_message_id", "reference_time", "response", "agent_id", "platform",
                    "channel_id", "created_at")
 
 
@@ -360,7 +360,7 @@ class GroupMirror:
     facts: _FactTable = field(init=False)
     tables: dict[str, _Table] = field(init=False)
     names: dict[str, str] = field(init=False)  # entity id -> name, every entity (facts show their endpoints' names)
-    episodes: dict[str, tuple[Any, ...]] = field(init=False)  # episode id -> its fields (_EPISODE_FIELDS), every episode
+    episodes: dict[str, tuple[Any, ...]] = field(init=False)  # episode id -> its fields (EPISODE_FIELDS), every episode
     names_bytes: int = 0
     episodes_bytes: int = 0
 
@@ -391,11 +391,11 @@ class GroupMirror:
             else:
                 for row in rows:
                     episode_id = sys.intern(row["id"])
-                    self._episode(episode_id, row)
+                    self.episode_from_row(episode_id, row)
                     if row["v"] is not None:
                         table.put(episode_id, as_vector(row["v"]))
 
-    def _episode(self, episode_id: str, row: dict[str, Any]) -> None:
+    def episode_from_row(self, episode_id: str, row: dict[str, Any]) -> None:
         """Episodes never change once written (a deletion reloads the group): the first copy read is kept."""
         if episode_id in self.episodes:
             return
@@ -435,7 +435,7 @@ class GroupMirror:
             held = self.episodes.get(episode_id)
             if held is None:
                 return None
-            out.append({"id": episode_id, **dict(zip(_EPISODE_FIELDS, held, strict=True))})
+            out.append({"id": episode_id, **dict(zip(EPISODE_FIELDS, held, strict=True))})
         return out
 
     def maintain_indexes(self, background: bool) -> None:

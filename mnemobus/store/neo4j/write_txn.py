@@ -1,0 +1,288 @@
+"""One write transaction of the engine on Neo4j: writes queued and sent as one statement, reads answered in process."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+import numpy as np
+
+from neo4j import AsyncTransaction
+from neo4j import exceptions as nx
+
+from mnemobus.errors import StoreIntegrityError, episode_id_taken
+from mnemobus.groups import GroupId
+from mnemobus.store.contract import Prefetch, Vector, pick_by_type
+from mnemobus.store.model import Entity, Episode, Fact
+from mnemobus.store.neo4j.mirror import GroupMirror
+from mnemobus.store.neo4j.overlay import Overlay, Pending
+from mnemobus.store.neo4j.cypher import (CHAIN_QUERY, ENTITY_MAP, FLUSH_WRITES, LOCK_EXISTING_GROUPS, LOCK_GROUPS,
+                                         PREFETCH)
+from mnemobus.store.neo4j.rows import (as_float_list, cosine_score, entity_from_row, entity_params, episode_params,
+                                       fact_from_row, fact_params, record_dicts, seen_order, utc_or_none)
+from mnemobus.store.neo4j.tuning import EXACT_SCAN_MAX
+
+
+class SplitBatch(Exception):
+    """A failed work of a batch had rows already sent: the batch is rolled back and its works run one by one."""
+
+
+class Neo4jWriteTxn:
+    """The WriteTxn of the contract over one explicit Neo4j transaction.
+
+    Why it buffers: each Bolt round trip costs ~1-2 ms on loopback and far more across a network, and
+    the engine makes a dozen write calls per episode. Writes are queued and sent as one UNWIND statement
+    (`FLUSH_WRITES`) when the transaction commits. Reads lock their group first (see LOCK_GROUPS), read the
+    server once per key and answer from then on in process, with the queued writes applied (see
+    overlay.py): a read never flushes. A batch's likely reads come in one statement up front
+    (`prefetch`). Errors a write would have raised at once (unknown entity, duplicate id) are raised at
+    the flush instead, always before commit, so the episode is still all-or-nothing. `flushes` counts the
+    statements that wrote: a batch (`Neo4jStore.run_transactions`) can drop a failed work's queued rows
+    only while none of them was sent.
+    """
+
+    def __init__(self, tx: AsyncTransaction,
+                 with_pending: Callable[[str, list[Fact]], list[Fact]] = lambda g, facts: facts,
+                 mirror_of: Callable[[str, tuple[str | None, int] | None, bool], Awaitable[GroupMirror | None]] | None = None,
+                 ) -> None:
+        self._tx = tx
+        self._with_pending = with_pending  # retrieval counts the store holds but has not written yet
+        self._mirror_of = mirror_of  # the group's committed entity vectors, when the store mirrors it
+        self._own_vectors: list[tuple[str, str, np.ndarray]] = []  # (group, entity id, vector) written here
+        self._p = Pending()
+        self._view = Overlay()
+        self._locked: set[str] = set()
+        self.versions: dict[str, tuple[str | None, int]] = {}  # group -> committed (epoch, version) when locked
+        self.round_trips = 0
+        self.flushes = 0
+        self.broken = False
+        self.groups: set[str] = set()  # groups written: their mirrors are stale once this commits
+
+    async def _run(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        self.round_trips += 1
+        try:
+            result = await self._tx.run(query, params)
+            return await record_dicts(result)
+        except BaseException:
+            self.broken = True  # the server fails the whole transaction with the statement
+            raise
+
+    async def lock(self, groups: Iterable[str], *, create: bool = True) -> None:
+        """Take the write locks of these groups (sorted), held until the transaction ends."""
+        new = sorted(set(groups) - self._locked)
+        if not new:
+            return
+        rows = await self._run(LOCK_GROUPS if create else LOCK_EXISTING_GROUPS, groups=new)
+        self._locked.update(new)
+        # a version node this transaction created is not committed: others read the group as versionless
+        self.versions.update((r["g"], (None, 0) if r["fresh"] else (r["e"], int(r["v"]))) for r in rows)
+
+    async def prefetch(self, ahead: Prefetch) -> None:
+        """Lock the batch's groups, then read what its works will ask for first, in one statement.
+
+        Nearest entities are read for the groups this process holds no current mirror of (the mirror
+        answers the others with no round trip)."""
+        await self.lock(ahead.groups())
+        mirrored = set()
+        if self._mirror_of is not None:
+            for g in {g for g, _, _ in ahead.similar}:
+                if await self._mirror_of(g, self.versions.get(g), False) is not None:
+                    mirrored.add(g)
+        await self._read_ahead(replace(ahead, similar=tuple(s for s in ahead.similar if s[0] not in mirrored)))
+
+    async def _read_ahead(self, ahead: Prefetch) -> None:
+        """Read what `ahead` names into the overlay, in one statement."""
+        if not (ahead.episodes or ahead.aliases or ahead.chains or ahead.similar):
+            return
+        (got,) = await self._run(
+            PREFETCH, eps=[e for _, e in ahead.episodes], aliases=[list(k) for k in ahead.aliases],
+            chains=[list(c) for c in ahead.chains], sim_groups=sorted({g for g, _, _ in ahead.similar}),
+            similar=[{"i": i, "g": g, "k": key, "v": as_float_list(v)} for i, (g, key, v) in enumerate(ahead.similar)],
+            sim_k=int(ahead.similar_k), scan_max=EXACT_SCAN_MAX)
+        for i, near in got["similar"]:
+            g, _, vector = ahead.similar[i]
+            for n in near:
+                self._view.remember_entity(n["e"])
+            self._view.remember_similar(g, vector, ahead.similar_k, {n["e"]["id"]: cosine_score(n["s"]) for n in near})
+        for episode_id, stored_in in got["eps"]:
+            self._view.remember_episode(episode_id, stored_in)
+        for g, key, owners in got["aliases"]:
+            self._view.remember_alias(g, key, [(t, entity) for t, entity in owners])
+        for g, subject_id, relation, subject_name, facts in got["chains"]:
+            self._view.remember_chain(g, subject_id, relation, [(f["r"], subject_name, f["on"]) for f in facts])
+
+    def mark(self) -> tuple[int, tuple[int, ...], int]:
+        """Where the queue stands (see `rewind`)."""
+        return self.flushes, self._p.mark(), len(self._own_vectors)
+
+    def rewind(self, mark: tuple[int, tuple[int, ...], int]) -> bool:
+        """Drop what was queued since `mark`; False when some of it was already sent (nothing is dropped then)."""
+        if self.flushes != mark[0] or self.broken:
+            return False
+        self._p.truncate(mark[1])
+        del self._own_vectors[mark[2]:]
+        return True
+
+    async def flush(self) -> None:
+        """Send every queued write in one statement; raise StoreIntegrityError naming what was refused."""
+        p, self._p = self._p, Pending()
+        if not p:
+            return
+        groups = p.groups()
+        self.groups.update(groups)
+        self._locked.update(groups)  # the statement's version bump locks them
+        self.flushes += 1
+        self._view.clear()  # the server's rows are newer than those read
+        try:
+            rows = await self._run(FLUSH_WRITES, groups=groups, eps=p.eps, ents=p.ents, obs=p.obs, links=p.links,
+                                   facts=p.facts, upds=p.upds, srcs=p.srcs)
+        except nx.ConstraintError as exc:
+            raise StoreIntegrityError(f"Neo4j refused the write: {exc.message}") from exc
+        got = rows[0]
+        missing_obs = [o for o in p.obs if o["id"] not in set(got["obs_hit"])]
+        if missing_obs:
+            o = missing_obs[0]
+            raise StoreIntegrityError(f"entity {o['id']} is not in group {o['g']}")
+        hit = set(got["fact_hit"])
+        for f in p.facts:
+            if f["id"] not in hit:
+                raise StoreIntegrityError(
+                    f"fact {f['id']!r}: subject {f['subject_id']!r} or object {f['object_id']!r} "
+                    f"is not an entity of group {f['group_id']!r}"
+                )
+        hit = set(got["upd_hit"])
+        for u in p.upds:
+            if u["id"] not in hit:
+                raise StoreIntegrityError(f"fact {u['id']} is not in group {u['g']}")
+
+    async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
+        """One read (is the id stored?) unless prefetched; the row itself is queued like every other write.
+
+        The group's lock makes a second writer of the same id wait and then see it stored; a writer of
+        another group racing for the same id fails on the id's unique constraint: never two episodes.
+        """
+        if episode.id in self._p.episode_ids:
+            return False
+        await self.lock([episode.group_id], create=False)
+        known, stored_in = self._view.stored_episode_group(episode.id)
+        if not known:
+            rows = await self._run("MATCH (n:Episode {id: $id}) RETURN n.group_id AS g", id=episode.id)
+            stored_in = rows[0]["g"] if rows else None
+            self._view.remember_episode(episode.id, stored_in)
+        if stored_in is not None:
+            if stored_in != episode.group_id:
+                raise episode_id_taken(episode.id, episode.group_id, stored_in)
+            return False
+        p = episode_params(episode, screened, embedding)
+        self._p.eps.append({k: v for k, v in p.items() if v is not None})
+        self._p.episode_ids.add(episode.id)
+        return True
+
+    async def _entities_now(self, ids: Iterable[str]) -> list[dict[str, Any]]:
+        """The entities' rows after the flush (read from the server once each); missing ones left out."""
+        wanted = list(dict.fromkeys(ids))
+        unknown = [eid for eid in wanted if not self._view.entity_known(self._p, eid)]
+        if unknown:
+            for r in await self._run(f"UNWIND $ids AS id MATCH (e:Entity {{id: id}}) RETURN {ENTITY_MAP} AS e", ids=unknown):
+                self._view.remember_entity(r["e"])
+        aliases = self._view.unknown_aliases(self._p, wanted)
+        if aliases:  # who owns the aliases queued observations add decides whether the entity gets them
+            await self._read_ahead(Prefetch(aliases=tuple(aliases)))  # type: ignore[arg-type]
+        return [row for eid in wanted if (row := self._view.entity(self._p, eid)) is not None]
+
+    async def entity_by_alias(self, group_id: GroupId, alias: str, types: Sequence[str] | None = None) -> Entity | None:
+        await self.lock([group_id], create=False)
+        if not self._view.alias_known(group_id, alias):
+            await self._read_ahead(Prefetch(aliases=((group_id, alias),)))
+        owners = self._view.owners(self._p, group_id, alias)  # type -> entity id, after the flush
+        rows = {r["id"]: r for r in await self._entities_now(owners.values())}
+        found = [(t, rows[eid]) for t, eid in owners.items() if eid in rows and (types is None or t in types)]
+        if not found:
+            return None
+        found.sort(key=lambda tr: seen_order(tr[1]))  # as the server orders them: first_seen, then id
+        return entity_from_row(pick_by_type(found, types))
+
+    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
+        """Scored from the group's mirror when the store holds it, else by the server; the entities this
+        transaction wrote are scored here too, and every row comes with the queued writes applied.
+
+        Why the mirror: the server's exact scan reads every entity's embedding (~30 us a row: 0.75 s
+        at 25k entities), once per new name an episode mentions. The mirror holds what is committed,
+        and under the group's lock that is current.
+        """
+        if k <= 0:
+            return []
+        await self.lock([group_id], create=False)
+        q = np.asarray(vector, dtype=np.float32)
+        known = self.versions.get(group_id)
+        mirror = await self._mirror_of(group_id, known, False) if self._mirror_of is not None else None
+        read_ahead = self._view.similar(group_id, q, k) if mirror is None else None
+        if read_ahead is None and mirror is None and self._mirror_of is not None:
+            mirror = await self._mirror_of(group_id, known, True)  # not held: load it, waiting a moment
+        if read_ahead is not None:
+            scores = read_ahead
+        elif mirror is not None:
+            scores = dict(mirror.tables["entity"].search(q, k))
+        else:
+            scores = await self._similar_on_server(group_id, vector, k)
+        scores.update((eid, float(v @ q)) for g, eid, v in self._own_vectors if g == group_id)
+        best = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
+        rows = {r["id"]: r for r in await self._entities_now(eid for eid, _ in best)}
+        return [(entity_from_row(rows[eid]), score) for eid, score in best if eid in rows]
+
+    async def _similar_on_server(self, group_id: GroupId, vector: Vector, k: int) -> dict[str, float]:
+        rows = await self._run(
+            "MATCH (e:Entity {group_id: $g}) WHERE e.embedding IS NOT NULL "
+            "WITH e, vector.similarity.cosine(e.embedding, $v) AS s ORDER BY s DESC, e.id LIMIT $k "
+            f"RETURN {ENTITY_MAP} AS e, s",
+            g=group_id, v=as_float_list(vector), k=int(k),
+        )
+        for r in rows:
+            self._view.remember_entity(r["e"])
+        return {r["e"]["id"]: cosine_score(r["s"]) for r in rows}
+
+    async def insert_entity(self, entity: Entity, embedding: Vector | None) -> None:
+        p = {k: v for k, v in entity_params(entity, embedding).items() if v is not None}
+        if any(self._p.claims_alias(entity.group_id, a) for a in p["aliases"]):
+            await self.flush()  # the flush creates entities before observations: keep the order they were made in
+        self._p.add_entity(p)
+        if embedding is not None:
+            self._own_vectors.append((entity.group_id, entity.id, np.asarray(embedding, dtype=np.float32)))
+
+    async def observe_entity(
+        self, group_id: GroupId, entity_id: str, *, name: str, alias: str, seen: datetime
+    ) -> None:
+        # an alias already owned by another entity stays with it (first writer wins, as in the embedded store)
+        self._p.add_observation({"id": entity_id, "g": group_id, "name": name, "alias": alias, "seen": utc_or_none(seen)})
+
+    async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None:
+        self._p.links.append({"ep": episode_id, "en": entity_id, "g": group_id})
+
+    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
+        await self.lock([group_id], create=False)
+        if not self._view.chain_known(group_id, subject_id, relation) and subject_id in self._p.ent_by_id:
+            self._view.remember_chain(group_id, subject_id, relation, [])  # created here: nothing stored names it
+        if not self._view.chain_known(group_id, subject_id, relation):
+            rows = await self._run(CHAIN_QUERY, g=group_id, s=subject_id, rel=relation)
+            self._view.remember_chain(group_id, subject_id, relation, [(x["r"], x["sn"], x["on"]) for x in rows])
+        chain = self._view.chain(self._p, group_id, subject_id, relation)
+        return self._with_pending(group_id, [fact_from_row(r, sn, on) for r, sn, on in chain])
+
+    async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
+        self._p.facts.append({k: v for k, v in fact_params(fact, embedding).items() if v is not None})
+
+    async def update_fact(self, fact: Fact) -> None:
+        self._p.upds.append({
+            "id": fact.id, "g": fact.group_id, "confidence": float(fact.confidence), "last_seen": utc_or_none(fact.last_seen),
+            "valid_at": utc_or_none(fact.valid_at), "invalid_at": utc_or_none(fact.invalid_at), "expired_at": utc_or_none(fact.expired_at),
+            "superseded_by": fact.superseded_by,
+        })
+
+    async def add_fact_source(self, group_id: GroupId, fact_id: str, episode_id: str, source_message_id: str) -> None:
+        if (fact_id, episode_id) in self._p.src_keys:
+            return  # already queued: the statement checks stored provenance, not its own earlier rows
+        self._p.src_keys.add((fact_id, episode_id))
+        self._p.srcs.append({"id": fact_id, "g": group_id, "ep": episode_id, "sm": source_message_id})
+
+
