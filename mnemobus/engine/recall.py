@@ -5,19 +5,19 @@ candidates from full-text, vector and a graph walk from matched entities,
 fuses them by reciprocal rank, weights them by confidence and an age prior
 that ranks but never erases (scoring.py), and keeps only facts valid at the asked time. Groups
 are searched separately and merged afterwards, so nothing crosses groups.
-A store that offers StandingReads is asked for whole facts (names,
-provenance) only for the few returned, after the merge.
+Every backend runs the same steps: it decides how (`GraphStore.run_reads`,
+`gather`), never recall; whole facts (names, provenance) are read only for
+the few returned, after the merge.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
-import anyio.to_thread
 import numpy as np
 
 from mnemobus.engine.embed import Embedder
@@ -27,7 +27,7 @@ from mnemobus.engine.text import query_terms
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
 from mnemobus.limits import MAX_QUERY_CHARS
-from mnemobus.store.contract import BatchReads, GraphStore, Hit, Standing, StandingReads
+from mnemobus.store.contract import GraphStore, Hit, Standing
 from mnemobus.store.model import Fact, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 
 MAX_GROUPS = 64
@@ -43,23 +43,8 @@ def checked_groups(group_ids: Sequence[str]) -> tuple[GroupId, ...]:
         raise InvalidMessage("invalid_group_id", str(exc)) from exc
 
 
-async def _each(inline: bool, calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
-    """Independent reads: side by side on a networked store (round trips overlap), in turn on an inline one."""
-    if inline or len(calls) < 2:
-        return [await call() for call in calls]
-    results: list[Any] = [None] * len(calls)
-
-    async def run(i: int) -> None:
-        results[i] = await calls[i]()
-
-    async with anyio.create_task_group() as tg:
-        for i in range(len(calls)):
-            tg.start_soon(run, i)
-    return results
-
-
 @dataclass(frozen=True, slots=True)
-class _Found:
+class WeighedFact:
     """A weighed fact of one group: a Standing until recall reads the whole row of the few it returns."""
 
     group_id: GroupId
@@ -67,7 +52,7 @@ class _Found:
     score: float
 
 
-async def _whole(store: GraphStore, found: list[_Found]) -> list[ScoredFact]:
+async def whole_facts(store: GraphStore, found: list[WeighedFact]) -> list[ScoredFact]:
     """The chosen facts as whole rows, in the order given; a fact deleted since it was weighed is left out."""
     wanted: dict[GroupId, list[str]] = {}
     for f in found:
@@ -84,7 +69,7 @@ async def _whole(store: GraphStore, found: list[_Found]) -> list[ScoredFact]:
 
 async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vector: np.ndarray | None,
                         as_of: datetime, recipe: Recipe, query: RecallQuery,
-                        inline: bool, reads_standings: bool) -> tuple[list[_Found], list[ScoredEpisode]]:
+                        ) -> tuple[list[WeighedFact], list[ScoredEpisode]]:
     """One group in three rounds: every candidate query, then the graph walk from the matched entities, then the rows.
 
     Rounds, not one call per method, because on a networked store each
@@ -106,7 +91,7 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
         calls["episodes_text"] = lambda: store.search_episodes_text(group, terms, n_ep)
     if "vector" in em and vector is not None:
         calls["episodes_vector"] = lambda: store.search_episodes_vector(group, vector, n_ep)
-    found = dict(zip(calls, await _each(inline, list(calls.values())), strict=True))
+    found = dict(zip(calls, await store.gather(list(calls.values())), strict=True))
 
     def ranked(method: str, min_score: float | None = None) -> list[str]:
         return [h.id for h in found[method] if min_score is None or h.score >= min_score]
@@ -137,14 +122,13 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
     fused_ep = rrf(ep_rankings, recipe.rrf_k, ep_weights) if em else {}
     best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
 
-    rows, episodes = await _each(inline, [
-        lambda: _none() if not best else
-        store.fact_standings(group, best) if reads_standings else store.get_facts(group, best),  # type: ignore[attr-defined]
+    rows, episodes = await store.gather([
+        lambda: store.fact_standings(group, best) if best else _none(),
         lambda: store.get_episodes(group, best_ep) if best_ep else _none(),
     ])
     known = {r.id: r for r in rows}
     at_s = as_of.timestamp()
-    facts: list[_Found] = []
+    facts: list[WeighedFact] = []
     for fact_id in best:
         row = known.get(fact_id)
         if row is None:
@@ -154,7 +138,7 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
             continue
         weight = fact_weight(standing, at_s, decay_rate=recipe.decay_rate, age_floor=recipe.age_floor,
                              retrieval_boost=recipe.retrieval_boost)
-        facts.append(_Found(group, row, fused[fact_id] * weight))
+        facts.append(WeighedFact(group, row, fused[fact_id] * weight))
     # a message is what was said when it was said: no age weighs on it (its date is shown beside it); aged,
     # the turns of older sessions, which are most of a long conversation's evidence, lost to newer facts
     scored_eps = [ScoredEpisode(ep, fused_ep[ep.id] * recipe.message_weight) for ep in episodes
@@ -200,43 +184,25 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
     def embedded() -> np.ndarray | None:
         return embedder.embed([query.text])[0] if wants_vector else None  # type: ignore[union-attr]
 
-    reads_standings = isinstance(store, StandingReads)  # once: a protocol check costs ~30 us
-    found_facts: list[_Found] = []
+    found_facts: list[WeighedFact] = []
     scored_episodes: list[ScoredEpisode] = []
     order = {g: i for i, g in enumerate(groups)}
 
-    def chosen() -> list[_Found]:
+    def chosen() -> list[WeighedFact]:
         # the same fact or message in several groups is shown once, with its best score, under the group the
         # caller named first (the shared user group before a per-agent one)
         return _dedupe(found_facts, lambda f: f.row.fact.casefold(), lambda f: order[f.group_id],
                        lambda f: f.score, lambda f: f.row.id, query.max_facts)
 
-    async def search_all(view: GraphStore) -> list[ScoredFact]:
-        vector = embedded()  # on the reads' thread: one hop for the whole recall
-        for group in groups:
-            facts, episodes = await _search_group(view, group, terms, vector, as_of, recipe, query, inline=True,
-                                                   reads_standings=reads_standings)
+    async def search_all(view: GraphStore, vector: np.ndarray | None) -> list[ScoredFact]:
+        per_group = await view.gather([
+            functools.partial(_search_group, view, group, terms, vector, as_of, recipe, query) for group in groups])
+        for facts, episodes in per_group:
             found_facts.extend(facts)
             scored_episodes.extend(episodes)
-        return await _whole(view, chosen())
+        return await whole_facts(view, chosen())
 
-    async def searched(group: GroupId, vector: np.ndarray | None) -> None:
-        facts, episodes = await _search_group(store, group, terms, vector, as_of, recipe, query, inline=False,
-                                               reads_standings=reads_standings)
-        found_facts.extend(facts)
-        scored_episodes.extend(episodes)
-
-    if isinstance(store, BatchReads):
-        # every group in one thread hop, one after another: the work is mostly Python, so threads side by side
-        # would only contend for the interpreter lock (measured: slower than in turn)
-        facts = await store.run_reads(search_all)
-    else:
-        vector = await anyio.to_thread.run_sync(embedded)
-        async with anyio.create_task_group() as tg:
-            for group in groups:
-                tg.start_soon(searched, group, vector)
-        facts = await _whole(store, chosen())
-
+    facts = await store.run_reads(search_all, embedded)
     episodes = tuple(_dedupe(scored_episodes, lambda se: se.episode.content.casefold(),
                              lambda se: order[se.episode.group_id], lambda se: se.score, lambda se: se.episode.id,
                              query.max_episodes))

@@ -1,7 +1,7 @@
 """Graph stores: the contract, the data model, and the embedded SQLite backend."""
 
 from mnemobus.store.contract import (
-    BatchReads, BatchTransactions, DeleteCounts, FactHop, GraphStore, Hit, Step, WriteTxn, neighbourhood,
+    BatchTransactions, DeleteCounts, FactHop, GraphStore, Hit, Step, WriteTxn, neighbourhood,
 )
 from mnemobus.store.model import (
     Entity,
@@ -16,6 +16,6 @@ from mnemobus.store.model import (
 )
 
 __all__ = [
-    "BatchReads", "BatchTransactions", "DeleteCounts", "Entity", "Episode", "Fact", "FactHop", "GraphStore", "Hit", "IngestOutcome", "RecallQuery",
+    "BatchTransactions", "DeleteCounts", "Entity", "Episode", "Fact", "FactHop", "GraphStore", "Hit", "IngestOutcome", "RecallQuery",
     "RecallResult", "ScoredEpisode", "ScoredFact", "Step", "WriteTxn", "episode_id_for", "neighbourhood",
 ]

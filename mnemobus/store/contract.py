@@ -25,10 +25,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import anyio
+
 from mnemobus.groups import GroupId
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Vector
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,7 @@ class Standing:
 
     @classmethod
     def of(cls, fact: Fact) -> Standing:
-        """A whole fact's standing (backends without StandingReads, tests)."""
+        """A whole fact's standing (a backend whose `fact_standings` gives whole facts, tests)."""
         born = (fact.valid_at or fact.created_at).timestamp()
         return cls(fact.id, fact.fact, fact.confidence, fact.last_seen.timestamp() if fact.last_seen else born,
                    born, fact.retrieval_count)
@@ -156,6 +159,26 @@ class WriteTxn(Protocol):
         """Record one more episode that observed the fact (no-op when already recorded)."""
 
 
+async def in_turn(calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Independent reads one after another: for a backend whose reads do not wait on a network."""
+    return [await call() for call in calls]
+
+
+async def side_by_side(calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Independent reads as sibling tasks: a networked backend overlaps (or coalesces) their round trips."""
+    if len(calls) < 2:
+        return await in_turn(calls)
+    results: list[Any] = [None] * len(calls)
+
+    async def run(i: int) -> None:
+        results[i] = await calls[i]()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(run, i)
+    return results
+
+
 @runtime_checkable
 class GraphStore(Protocol):
     name: str
@@ -166,6 +189,24 @@ class GraphStore(Protocol):
 
     async def ping(self) -> None:
         """Raise StoreUnavailable when the store cannot answer a trivial query."""
+
+    # -- what recall needs ----------------------------------------------------------------------
+
+    async def run_reads(self, work: Callable[[GraphStore, P], Awaitable[T]], prepare: Callable[[], P]) -> T:
+        """Run one recall's reads the way this backend answers them best: `prepare()` (CPU work: embedding the
+        query) off the event loop, then `work(view, prepared)`, whose reads go through `view`. SQLite runs both
+        in one worker-thread hop on one snapshot, with reads that complete without suspending; Neo4j hands
+        `prepare` to a thread and runs `work` on its own reads. Writes and retrieval marks are not allowed
+        inside."""
+
+    async def gather(self, calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        """The results of independent reads, in the order given: side by side where round trips can overlap
+        (a networked store; see `side_by_side`), in turn where they cannot (see `in_turn`)."""
+
+    async def fact_standings(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Standing | Fact]:
+        """What ranking needs of the named facts (missing ids skipped), in the order asked: a Standing where
+        that is cheaper than the whole fact (SQLite: no joins), else the whole Fact, which recall then does
+        not read again."""
 
     # -- episodes -------------------------------------------------------------
 
@@ -283,30 +324,6 @@ class BatchTransactions(Protocol):
 
         Works of one batch that write the same group see each other's writes, and no other writer changes
         the groups a work reads until the batch is durable: two workers never both extend one fact chain."""
-
-
-@runtime_checkable
-class BatchReads(Protocol):
-    """Optional: a backend that can answer a run of reads in one go (SQLite: one worker-thread hop).
-
-    `work` gets a view of the store whose read methods complete without
-    suspending; it must await nothing else. Recall uses it per group when offered.
-    """
-
-    async def run_reads(self, work: Callable[[GraphStore], Awaitable[T]]) -> T: ...
-
-
-@runtime_checkable
-class StandingReads(Protocol):
-    """Optional: a backend that reads what ranking needs more cheaply than whole facts (SQLite: no joins).
-
-    Recall then reads whole facts (`get_facts`) only for the ones it returns;
-    a backend without it is asked `get_facts` for every candidate, once.
-    """
-
-    async def fact_standings(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Standing]:
-        """The named facts of the group (missing ids skipped), in the order asked, retrieval counts as
-        `get_facts` gives them."""
 
 
 @runtime_checkable

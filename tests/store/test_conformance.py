@@ -84,6 +84,37 @@ async def alice_graph(store: GraphStore, group: GroupId) -> dict[str, object]:
     return {"alice": alice, "acme": acme, "berlin": berlin, "germany": germany, "coffee": coffee, "facts": facts, "ep": ep}
 
 
+# -- the reads recall needs ---------------------------------------------------------------------
+
+
+async def test_run_reads_gives_the_work_a_view_and_what_prepare_made(store: GraphStore, group: GroupId) -> None:
+    g = await alice_graph(store, group)
+
+    async def work(view: GraphStore, prepared: str) -> tuple[str, int]:
+        return prepared, await view.count_facts(group)
+
+    assert await store.run_reads(work, lambda: "embedded") == ("embedded", len(g["facts"]))  # type: ignore[arg-type]
+
+
+async def test_gather_answers_independent_reads_in_the_order_given(store: GraphStore, group: GroupId) -> None:
+    g = await alice_graph(store, group)
+    ep: Episode = g["ep"]  # type: ignore[assignment]
+
+    async def work(view: GraphStore, _: None) -> list[object]:
+        return await view.gather([lambda: view.count_facts(group), lambda: view.get_episodes(group, [ep.id]),
+                                  lambda: view.count_episodes(group)])
+
+    assert await store.run_reads(work, lambda: None) == [len(g["facts"]), [ep], 1]  # type: ignore[arg-type]
+
+
+async def test_fact_standings_come_in_the_order_asked_without_the_missing(store: GraphStore, group: GroupId) -> None:
+    facts: list[Fact] = (await alice_graph(store, group))["facts"]  # type: ignore[assignment]
+    asked = [facts[2].id, "missing", facts[0].id]
+    rows = await store.fact_standings(group, asked)
+    assert [r.id for r in rows] == [facts[2].id, facts[0].id]
+    assert [r.confidence for r in rows] == [facts[2].confidence, facts[0].confidence]
+
+
 # -- basics and episodes ---------------------------------------------------------------------
 
 

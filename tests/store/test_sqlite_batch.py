@@ -79,10 +79,10 @@ async def test_a_work_that_suspends_is_refused_and_rolled_back(store: SqliteStor
 async def test_reads_in_one_hop_see_committed_rows(store: SqliteStore) -> None:
     await store.run_transactions([_insert("m1"), _insert("m2")])
 
-    async def reads(view: GraphStore) -> tuple[int, list[str]]:
-        return await view.count_episodes(G), [e.id for e in await view.get_episodes(G, ["m2", "m1"])]
+    async def reads(view: GraphStore, prepared: str) -> tuple[str, int, list[str]]:
+        return prepared, await view.count_episodes(G), [e.id for e in await view.get_episodes(G, ["m2", "m1"])]
 
-    assert await store.run_reads(reads) == (2, ["m2", "m1"])
+    assert await store.run_reads(reads, lambda: "prepared") == ("prepared", 2, ["m2", "m1"])
 
 
 async def test_a_closed_store_fails_every_slot_as_unavailable(store: SqliteStore) -> None:
@@ -97,11 +97,11 @@ async def test_concurrent_reads_share_a_bounded_pool_of_reader_connections(store
     """Each connection holds its own page cache: one per worker thread grew a plugin's RSS by a gigabyte."""
     from mnemobus.store.sqlite import READERS
 
-    async def reads(view: GraphStore) -> int:
+    async def reads(view: GraphStore, _: None) -> int:
         return await view.count_episodes(G)
 
     async with anyio.create_task_group() as tg:
         for _ in range(50):
-            tg.start_soon(store.run_reads, reads)
+            tg.start_soon(store.run_reads, reads, lambda: None)
             tg.start_soon(store.count_episodes, G)
     assert 1 <= len(store._readers) <= READERS

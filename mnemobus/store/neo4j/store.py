@@ -13,6 +13,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 import numpy as np
 from neo4j import (READ_ACCESS, AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, AsyncResult,
                    NotificationMinimumSeverity, Query, unit_of_work)
@@ -20,7 +22,7 @@ from neo4j import exceptions as nx
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector
+from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector, side_by_side
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
 from mnemobus.store.neo4j.coalesce import LANE_ANN, CoalescedReads
 from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, FACT_RETURN, NEW_EPOCH, NODE_ENTITY_MAP,
@@ -39,6 +41,7 @@ from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class Neo4jStore(CoalescedReads):
@@ -918,6 +921,19 @@ class Neo4jStore(CoalescedReads):
         return out[:limit]
 
     # -- fetches -------------------------------------------------------------------------
+
+    async def run_reads(self, work: Callable[[Neo4jStore, P], Awaitable[T]], prepare: Callable[[], P]) -> T:
+        """`prepare` (embedding the query) on a worker thread, then the reads on this loop, where they coalesce."""
+        prepared = await anyio.to_thread.run_sync(prepare)
+        return await work(self, prepared)
+
+    async def gather(self, calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        """Side by side: reads issued in one turn share a round trip (see coalesce.py)."""
+        return await side_by_side(calls)
+
+    async def fact_standings(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Fact]:
+        """Whole facts: from the mirror they cost no more than standings, and recall need not read them again."""
+        return await self.get_facts(group_id, fact_ids)
 
     async def get_facts(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Fact]:
         """From the group's mirror when it holds every fact asked and was confirmed within `mirror_fresh_s`

@@ -28,7 +28,8 @@ import numpy as np
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn
+from mnemobus.store.contract import (DeleteCounts, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn,
+                                     in_turn)
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
@@ -41,6 +42,7 @@ from mnemobus.store.sqlite.vectors import VectorCache
 from mnemobus.store.sqlite.writes import SqliteTxn, delete_episode_rows, drop_facts, insert_entity_row, insert_fact_row
 
 T = TypeVar("T")
+P = TypeVar("P")
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 1.0
@@ -143,20 +145,21 @@ class SqliteStore:
 
         return await self._run(borrowed)
 
-    async def run_reads(self, work: Callable[[GraphStore], Awaitable[T]]) -> T:
-        """Run a sequence of reads (one group's recall) in one worker-thread hop instead of one hop per read.
+    async def run_reads(self, work: Callable[[GraphStore, P], Awaitable[T]], prepare: Callable[[], P]) -> T:
+        """A recall's reads, and the embedding of its query, in one worker-thread hop instead of one hop per read.
 
         Under load every hop waits for a scheduler slice; a recall makes about
         ten reads per group. Writes and retrieval marks are not allowed inside.
         """
         def inline() -> T:
+            prepared = prepare()
             with self._borrow() as conn:  # one connection for the whole run, kept per thread for the view
                 # one read transaction: every read of the run sees one snapshot, so each group's version is
                 # checked once per run (`_graph`) rather than before each read (four times a group per recall)
                 conn.execute("BEGIN")
                 self._local.conn, self._local.graphs = conn, {}
                 try:
-                    return _complete(work(_InlineReads(self)))
+                    return _complete(work(_InlineReads(self), prepared))
                 finally:
                     self._local.conn = self._local.graphs = None
                     if conn.in_transaction:
@@ -650,7 +653,11 @@ class SqliteStore:
 
         return await self._read(q)
 
-    async def fact_standings(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Standing]:
+    async def gather(self, calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        """In turn: the reads share one thread and one connection, so nothing would overlap."""
+        return await in_turn(calls)
+
+    async def fact_standings(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Standing | Fact]:
         """From the group's in-memory graph: what recall weighs ~30 candidates a group by (a whole fact joins
         two entities and gathers its provenance)."""
         ids = list(dict.fromkeys(fact_ids))
