@@ -63,6 +63,8 @@ class PipelineMetrics:
         self.worker_store_wait_seconds = Counter(
             "mnemobus_worker_store_wait_seconds_total", "Seconds the worker held a batch waiting for the store",
             registry=r)
+        self.worker_heartbeat_errors = Counter(
+            "mnemobus_worker_heartbeat_errors_total", "Heartbeats the worker could not write (bus away)", registry=r)
         self.worker_restarts = Counter(
             "mnemobus_worker_restarts_total", "Consumer loops restarted by the supervisor", registry=r)
         self.worker_lag = Gauge(

@@ -20,13 +20,11 @@ from typing import Any
 from datetime import datetime, timezone
 
 import anyio
-import nats.errors
 from anyio.abc import TaskStatus
-from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig
 
 from mnemobus import subjects
 from mnemobus.bus.connection import Bus
+from mnemobus.bus.consumer import Delivery, DurableConsumer, DurableConsumerConfig, FetchFailed
 from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.endpoint import parse_message
 from mnemobus.config import Settings
@@ -73,6 +71,7 @@ class EpisodeWorker:
         self.instance_id = instance_id
         self.echo = echo
         self.dlq = DeadLetterPublisher(bus, metrics)
+        self.consumer = DurableConsumer(bus, self.consumer_config())
         self.processed = 0
         self.last_processed_at: datetime | None = None
         self.restarts = 0
@@ -84,21 +83,16 @@ class EpisodeWorker:
     def _extracted(self, extractor: str, episodes: int, seconds: float) -> None:
         self.metrics.extraction_seconds.labels(extractor=extractor).observe(seconds)
 
-    def consumer_config(self) -> ConsumerConfig:
-        return ConsumerConfig(
-            durable_name=subjects.WORKER_DURABLE,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            ack_wait=self.cfg.ack_wait_s,
-            max_deliver=self.cfg.max_deliver,
-            max_ack_pending=max(1000, self.cfg.batch * 4),
-            filter_subject=f"{subjects.EPISODE_PREFIX}.>",
-            num_replicas=self.settings.nats.streams.replicas,
+    def consumer_config(self) -> DurableConsumerConfig:
+        return DurableConsumerConfig(
+            stream=subjects.EPISODE_STREAM, durable=subjects.WORKER_DURABLE,
+            filter_subject=f"{subjects.EPISODE_PREFIX}.>", ack_wait_s=self.cfg.ack_wait_s,
+            max_deliver=self.cfg.max_deliver, max_ack_pending=max(1000, self.cfg.batch * 4),
+            replicas=self.settings.nats.streams.replicas,
         )
 
     async def setup(self) -> None:
-        await self.bus.ensure_streams()
-        await self.bus.js.add_consumer(subjects.EPISODE_STREAM, self.consumer_config())
+        await self.consumer.declare()
 
     async def run(self, stop: anyio.Event, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self._stop = stop
@@ -125,40 +119,33 @@ class EpisodeWorker:
                 delay = min(delay * 2, 10)
 
     async def _consume(self, stop: anyio.Event) -> None:
-        sub = await self.bus.js.pull_subscribe_bind(durable=subjects.WORKER_DURABLE, stream=subjects.EPISODE_STREAM)
+        await self.consumer.open()
         slots = anyio.Semaphore(self.cfg.batches_in_flight)  # the next batch is extracted while the last commits
         try:
             async with anyio.create_task_group() as batches:
                 while not stop.is_set():
                     await slots.acquire()
-                    msgs = await self._fetch(sub)
-                    if not msgs:
+                    deliveries = await self._fetch()
+                    if not deliveries:
                         slots.release()
                         continue
-                    batches.start_soon(self._work_on, msgs, slots)
+                    batches.start_soon(self._work_on, deliveries, slots)
         finally:
-            try:
-                await sub.unsubscribe()
-            except Exception:
-                pass
+            await self.consumer.close()
 
-    async def _fetch(self, sub: Any) -> list[Msg]:
+    async def _fetch(self) -> list[Delivery]:
         """The next batch; [] after a timeout or a fetch error (counted, then stream and consumer declared again)."""
         try:
-            return list(await sub.fetch(self.cfg.batch, timeout=1.0))
-        except (nats.errors.TimeoutError, TimeoutError):
-            return []
-        except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
-                nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError,
-                nats.js.errors.NotFoundError) as exc:
-            self.metrics.worker_fetch_errors.labels(kind=type(exc).__name__).inc()
+            return await self.consumer.fetch(self.cfg.batch, timeout_s=1.0)
+        except FetchFailed as exc:
+            self.metrics.worker_fetch_errors.labels(kind=exc.kind).inc()
             self.retry_log.warning("fetch", "fetch failed (%s); declaring stream and consumer again and "
-                                   "retrying", type(exc).__name__)
+                                   "retrying", exc.kind)
             await anyio.sleep(0.5)
             await self._declare_again()
             return []
 
-    async def _work_on(self, msgs: list[Msg], slots: anyio.Semaphore) -> None:
+    async def _work_on(self, msgs: list[Delivery], slots: anyio.Semaphore) -> None:
         try:
             with anyio.CancelScope(shield=True):  # a fetched batch is finished even while stopping
                 await self.handle_batch(msgs)
@@ -173,18 +160,18 @@ class EpisodeWorker:
         except Exception as exc:  # noqa: BLE001 - the bus is still away; counted above, retried on the next error
             log.debug("stream and consumer not declared yet: %s", exc)
 
-    async def handle(self, msg: Msg) -> None:
+    async def handle(self, msg: Delivery) -> None:
         await self.handle_batch([msg])
 
-    async def handle_batch(self, msgs: list[Msg]) -> None:
+    async def handle_batch(self, msgs: list[Delivery]) -> None:
         """Parse each message, ingest the valid ones in one engine batch, then ack, retry or dead-letter each."""
-        ready: list[tuple[Msg, Episode]] = []
+        ready: list[tuple[Delivery, Episode]] = []
         for msg in msgs:
             try:
                 wire = parse_message(EpisodeMessage, msg.data, self.settings.nats.max_message_bytes)
                 ready.append((msg, to_episode(wire, msg.subject)))  # type: ignore[arg-type]
             except InvalidMessage as exc:
-                await self._guard(self._dead_letter, msg, exc.reason, exc.detail, self._attempts(msg))
+                await self._guard(self._dead_letter, msg, exc.reason, exc.detail, msg.attempts)
         if not ready:
             return
         started = time.perf_counter()
@@ -197,7 +184,7 @@ class EpisodeWorker:
         for (msg, episode), outcome in zip(ready, outcomes, strict=True):
             await self._guard(self._settle, msg, episode, outcome)
 
-    async def _ingest(self, ready: list[tuple[Msg, Episode]]) -> list[Any]:
+    async def _ingest(self, ready: list[tuple[Delivery, Episode]]) -> list[Any]:
         """Each episode's outcome from the engine, its message kept in progress meanwhile."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._keep_in_progress, [msg for msg, _ in ready])
@@ -216,7 +203,7 @@ class EpisodeWorker:
         except Exception:  # noqa: BLE001 - any failure to answer a trivial query is the outage itself
             return False
 
-    async def _wait_out_store_outage(self, msgs: list[Msg]) -> bool:
+    async def _wait_out_store_outage(self, msgs: list[Delivery]) -> bool:
         """True once a store that had stopped answering answers again (the held episodes are then stored
         without spending a delivery attempt); False at once when it answers (the failure was the episodes'
         own: they take the retry path) or when the worker is stopping (they are redelivered later)."""
@@ -242,7 +229,7 @@ class EpisodeWorker:
                     "stopping after %.1f s without the store; the held episodes will be redelivered", waited)
         return back
 
-    async def _keep_in_progress(self, msgs: list[Msg]) -> None:
+    async def _keep_in_progress(self, msgs: list[Delivery]) -> None:
         """A batch that takes longer than ack_wait (an LLM extractor at a few seconds an episode) would be
         redelivered while it is still being worked on; telling the server it is in progress resets the clock."""
         while True:
@@ -253,18 +240,14 @@ class EpisodeWorker:
                 except Exception as exc:  # at worst the message is redelivered and found already stored
                     log.debug("could not mark an episode in progress: %s", exc)
 
-    async def _guard(self, fn: Callable[..., Any], msg: Msg, *args: Any) -> None:
+    async def _guard(self, fn: Callable[..., Any], msg: Delivery, *args: Any) -> None:
         try:
             await fn(msg, *args)
         except Exception:  # the message stays unacked and comes back after ack_wait
             log.exception("unexpected failure settling an episode from %s; it will be redelivered", msg.subject)
 
-    @staticmethod
-    def _attempts(msg: Msg) -> int:
-        return msg.metadata.num_delivered if msg.metadata else 1
-
-    async def _settle(self, msg: Msg, episode: Episode, outcome: Any) -> None:
-        attempts = self._attempts(msg)
+    async def _settle(self, msg: Delivery, episode: Episode, outcome: Any) -> None:
+        attempts = msg.attempts
         if isinstance(outcome, InvalidMessage):
             await self._dead_letter(msg, outcome.reason, outcome.detail, attempts)
             return
@@ -275,7 +258,7 @@ class EpisodeWorker:
             log.error("ingest failed unexpectedly for an episode on %s: %s: %s", msg.subject, type(outcome).__name__, outcome)
             await self._retry_or_give_up(msg, "ingest_error", f"{type(outcome).__name__}: {outcome}", attempts)
             return
-        await msg.ack_sync(timeout=self.settings.nats.request_timeout_s)
+        await msg.ack()
         self.processed += 1
         self.last_processed_at = datetime.now(timezone.utc)
         self.metrics.episodes_stored.labels(created=str(outcome.created).lower()).inc()
@@ -289,7 +272,7 @@ class EpisodeWorker:
                       f" {outcome.facts_invalidated} invalidated)" if outcome.created else
                       f"[worker] episode {episode.id[:8]} was already stored; acked the replay")
 
-    async def _retry_or_give_up(self, msg: Msg, reason: str, detail: str, attempts: int) -> None:
+    async def _retry_or_give_up(self, msg: Delivery, reason: str, detail: str, attempts: int) -> None:
         if attempts >= self.cfg.max_deliver:
             await self._dead_letter(msg, reason, f"gave up after {attempts} attempts: {detail}", attempts)
             return
@@ -297,43 +280,40 @@ class EpisodeWorker:
         self.metrics.worker_retries.labels(reason=reason).inc()
         self.retry_log.warning(reason, "episode on %s not stored (attempt %d/%d): %s; retrying in %.2fs",
                                msg.subject, attempts, self.cfg.max_deliver, detail[:300], delay)
-        await msg.nak(delay=delay)
+        await msg.nak(delay)
 
-    async def _dead_letter(self, msg: Msg, reason: str, detail: str, attempts: int) -> None:
+    async def _dead_letter(self, msg: Delivery, reason: str, detail: str, attempts: int) -> None:
         group = msg.subject.removeprefix(f"{subjects.EPISODE_PREFIX}.")
         try:
             await self.dlq.send(reason=reason, error=detail, original_subject=msg.subject, data=msg.data,
-                                headers=dict(msg.headers or {}), group_id=group, attempts=attempts)
+                                headers=msg.headers, group_id=group, attempts=attempts)
         except Exception as exc:  # could not keep it: leave it in the stream rather than lose it
             log.error("dead letter for %s could not be written (%s); leaving the message for redelivery", msg.subject, exc)
-            await msg.nak(delay=backoff_delay(attempts, self.cfg.backoff_s))
+            await msg.nak(backoff_delay(attempts, self.cfg.backoff_s))
             return
         self.metrics.episodes_dead_lettered.labels(reason=reason).inc()
-        await msg.ack_sync(timeout=self.settings.nats.request_timeout_s)
+        await msg.ack()
 
     async def _heartbeat_loop(self, stop: anyio.Event) -> None:
-        kv = None
         while not stop.is_set():
             try:
-                if kv is None:
-                    kv = await self.bus.js.create_key_value(KeyValueConfig(
-                        bucket=subjects.HEARTBEAT_BUCKET, history=1, replicas=self.settings.nats.streams.replicas))
                 pending = await self.pending()
-                beat = {
+                beat = json.dumps({
                     "role": "worker", "instance": self.instance_id,
                     "beat_at": datetime.now(timezone.utc).isoformat(),
                     "last_processed_at": self.last_processed_at.isoformat() if self.last_processed_at else None,
                     "processed": self.processed, "pending": pending, "restarts": self.restarts,
-                }
-                await kv.put(subjects.heartbeat_key("worker", self.instance_id), json.dumps(beat).encode())
-                await self.bus.publish(subjects.heartbeat("worker"), json.dumps(beat).encode())
-            except Exception as exc:
-                kv = None
+                }).encode()
+                await self.bus.put_key(subjects.HEARTBEAT_BUCKET, subjects.heartbeat_key("worker", self.instance_id),
+                                       beat, replicas=self.settings.nats.streams.replicas)
+                await self.bus.publish(subjects.heartbeat("worker"), beat)
+            except Exception as exc:  # noqa: BLE001 - the bus is away; the missing beat is what the poller watches
+                self.metrics.worker_heartbeat_errors.inc()
                 log.warning("heartbeat failed: %s", exc)
             with anyio.move_on_after(self.settings.worker.heartbeat_s):
                 await stop.wait()
 
     async def pending(self) -> int:
-        info = await self.bus.js.consumer_info(subjects.EPISODE_STREAM, subjects.WORKER_DURABLE)
-        self.metrics.worker_lag.set(info.num_pending + info.num_ack_pending)
-        return int(info.num_pending)
+        waiting, unacked = await self.consumer.pending()
+        self.metrics.worker_lag.set(waiting + unacked)
+        return waiting

@@ -22,9 +22,6 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from nats.micro import add_service
-from nats.micro.request import Request
-from nats.micro.service import Service
 from pydantic import BaseModel, ValidationError
 
 from mnemobus import __version__, subjects
@@ -34,6 +31,7 @@ from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.gdpr import hard_delete_user
 from mnemobus.api.http import key_matches
 from mnemobus.bus.endpoint import describe_validation_error
+from mnemobus.bus.micro import MicroService, ServiceRequest
 from mnemobus.envelope import SkillRequest, WireModel
 from mnemobus.errors import EntityExists, InvalidMessage, StoreUnavailable
 
@@ -175,25 +173,22 @@ class NatsApi:
     def __init__(self, svc: MemoryService, tg: TaskGroup) -> None:
         self.svc = svc
         self.tg = tg
-        self.service: Service | None = None
+        self.service = MicroService(svc.rt.bus)
         self.accepting = True
         self._inflight = 0
         self._idle = anyio.Event()
         self._idle.set()
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
-        self._endpoints: dict[str, Any] = {}
 
     async def start(self) -> None:
-        bus = self.svc.rt.bus
-        self.service = await add_service(bus.nc, name=SERVICE_NAME, version=__version__, queue_group=QUEUE,
-                                         description="mnemobus memory service (Graphiti-compatible bodies)")
+        await self.service.start(name=SERVICE_NAME, version=__version__, queue=QUEUE,
+                                 description="mnemobus memory service (Graphiti-compatible bodies)")
         for name, (model, op) in operations(self.svc).items():
             self._limiters[name] = anyio.CapacityLimiter(self.svc.config.max_inflight)
-            await self.service.add_endpoint(name=name, subject=subjects.api(name), handler=self._handler(name, model, op))
-            self._endpoints[name] = self.service._endpoints[-1]  # noqa: SLF001 - see _record
+            await self.service.add_endpoint(name, subjects.api(name), self._handler(name, model, op))
 
-    def _handler(self, name: str, model: type[BaseModel], op: Op) -> Callable[[Request], Awaitable[None]]:
-        async def handle(req: Request) -> None:
+    def _handler(self, name: str, model: type[BaseModel], op: Op) -> Callable[[ServiceRequest], Awaitable[None]]:
+        async def handle(req: ServiceRequest) -> None:
             if not self.accepting:
                 await req.respond_error("503", "memory service is stopping; retry")
                 return
@@ -207,23 +202,7 @@ class NatsApi:
 
         return handle
 
-    def _record(self, name: str, elapsed_ns: int, error: str | None) -> None:
-        """Finish `$SRV.STATS` for a request that ran after its handler returned.
-
-        nats.micro measures the handler and counts an error only when it raises; ours hand the work to the task
-        group (a subscription runs its callbacks one at a time), so the outcome and the rest of the time are
-        added here. nats.micro has no public setter for this: its endpoint's counters are written directly,
-        pinned by nats-py <3 and by the test that reads `$SRV.STATS` after error replies."""
-        endpoint = self._endpoints.get(name)
-        if endpoint is None:
-            return
-        endpoint._processing_time += elapsed_ns  # noqa: SLF001
-        endpoint._average_processing_time = int(endpoint._processing_time / max(1, endpoint._num_requests))  # noqa: SLF001
-        if error is not None:
-            endpoint._num_errors += 1  # noqa: SLF001
-            endpoint._last_error = error  # noqa: SLF001
-
-    def _check_key(self, req: Request) -> None:
+    def _check_key(self, req: ServiceRequest) -> None:
         key = self.svc.config.api_key
         if key is None:
             return
@@ -231,7 +210,7 @@ class NatsApi:
         if not key_matches(key.get_secret_value(), headers.get("Authorization"), headers.get("X-API-Key")):
             raise ApiError(401, "missing or wrong API key (send an Authorization: Bearer header)")
 
-    async def _run(self, name: str, model: type[BaseModel], op: Op, req: Request,
+    async def _run(self, name: str, model: type[BaseModel], op: Op, req: ServiceRequest,
                    limiter: anyio.CapacityLimiter, token: object) -> None:
         started = time.perf_counter()
         outcome, failure = "ok", None
@@ -250,7 +229,7 @@ class NatsApi:
             log.warning("could not answer a %s request: %s", name, exc)
         finally:
             elapsed = time.perf_counter() - started
-            self._record(name, int(elapsed * 1e9), None if failure is None else f"{outcome}: {failure}"[:500])
+            self.service.record(name, int(elapsed * 1e9), None if failure is None else f"{outcome}: {failure}"[:500])
             metrics = self.svc.rt.metrics
             metrics.messages.labels(endpoint=f"api.{name}", outcome=outcome).inc()
             metrics.handler_seconds.labels(endpoint=f"api.{name}").observe(elapsed)
@@ -267,6 +246,5 @@ class NatsApi:
         if scope.cancelled_caught:
             log.warning("%d memory api request(s) still running after %ss", self._inflight,
                         self.svc.config.drain_timeout_s)
-        if self.service is not None:
-            await self.service.stop()
+        await self.service.stop()
 

@@ -17,7 +17,7 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, KeyValueConfig, RetentionPolicy, StorageType, StreamConfig
 
 from mnemobus import subjects
 from mnemobus.config import NatsSettings
@@ -35,6 +35,7 @@ class Bus:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=settings.request_timeout_s)
         self.settings = settings
+        self._buckets: dict[str, Any] = {}
 
     @classmethod
     async def connect(cls, url: str, settings: NatsSettings, *, name: str = "mnemobus") -> "Bus":
@@ -155,6 +156,18 @@ class Bus:
                 raise nats.errors.TimeoutError from exc
 
         return ack
+
+    async def put_key(self, bucket: str, key: str, value: bytes, *, replicas: int = 1) -> None:
+        """Write one key of a key-value bucket, creating the bucket (one value per key) the first time."""
+        kv = self._buckets.get(bucket)
+        if kv is None:
+            kv = await self.js.create_key_value(KeyValueConfig(bucket=bucket, history=1, replicas=replicas))
+            self._buckets[bucket] = kv
+        try:
+            await kv.put(key, value)
+        except Exception:
+            self._buckets.pop(bucket, None)  # a server that lost the bucket gets it declared again next time
+            raise
 
     async def subscribe(self, subject: str, handler: Handler, *, queue: str = "") -> Any:
         return await self.nc.subscribe(subject, queue=queue, cb=handler)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from import_graph import cycles, imports, third_party_imports  # same folder (pytest prepend import mode)
 
 GRAPH = imports()
-#: modules outside bus/ that still talk to nats-py directly; the list may only shrink (see the last test)
-NATS_OUTSIDE_BUS = frozenset({"mnemobus.worker", "mnemobus.api.nats_service"})
 
 
 def test_no_kernel_module_imports_plugins_or_worldstate() -> None:
@@ -30,7 +28,6 @@ def test_the_store_imports_neither_the_bus_nor_the_engine() -> None:
     assert {m: d for m, d in wrong.items() if d} == {}
 
 
-def test_nats_is_imported_only_inside_the_bus_and_the_listed_remainder() -> None:
+def test_nats_is_imported_only_inside_the_bus() -> None:
     users = {m for m, names in third_party_imports().items() if "nats" in names and not m.startswith("mnemobus.bus")}
-    assert users - NATS_OUTSIDE_BUS == set(), "a new module imports nats outside mnemobus/bus/"
-    assert NATS_OUTSIDE_BUS - users == set(), "a listed module no longer imports nats: take it off the list"
+    assert sorted(users) == []
