@@ -41,10 +41,28 @@ def lucene_terms(terms: Sequence[str]) -> str:
     return " OR ".join(out)
 
 
+class QuietFloats(list):  # type: ignore[type-arg]
+    """A float list whose repr is short. The driver (neo4j 6.4) formats the repr of every parameter of a statement
+    for a debug log line whether or not debug logging is on; a 384-float list's repr costs ~0.4 ms, a fifth of
+    a worker's CPU per episode. It is packed exactly as a list."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} floats>"
+
+
+class QuietBytes(bytes):
+    """Bytes with a short repr, for the same reason as QuietFloats."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} bytes>"
+
+
 def as_float_list(v: Vector | Sequence[float] | None) -> list[float] | None:
     if v is None:
         return None
-    return np.asarray(v, dtype=np.float32).astype(float).tolist()
+    return QuietFloats(np.asarray(v, dtype=np.float32).astype(float).tolist())
 
 
 def as_float32_bytes(v: Vector | Sequence[float] | None) -> bytes | None:
@@ -52,7 +70,7 @@ def as_float32_bytes(v: Vector | Sequence[float] | None) -> bytes | None:
     reads, so a mirror loads a row's embedding as one buffer (see mirror.as_vector)."""
     if v is None:
         return None
-    return np.asarray(v, dtype="<f4").tobytes()
+    return QuietBytes(np.asarray(v, dtype="<f4").tobytes())
 
 
 _dt = as_datetime
