@@ -195,11 +195,6 @@ def peak_rss_of(pid: int | str = "self") -> float | None:
     return None if mb is None else round(mb, 1)
 
 
-def reset_retrieval_counts(store) -> None:
-    store._flush_retrievals()
-    store._writer_conn().execute("UPDATE facts SET retrieval_count = 0")
-
-
 def recall_of(retrieved: list[list[str]], queries: list[dict], k: int) -> float:
     return sum(q["answer"] in r[:k] for r, q in zip(retrieved, queries, strict=True)) / max(1, len(queries))
 
@@ -250,7 +245,8 @@ async def run_mnemobus(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray
 
         for q in queries[:warmup]:
             await engine.recall(ask(q))
-        reset_retrieval_counts(store)  # recall boosts what it returned before; every recipe starts clean
+        for group in sorted({q["group"] for q in queries}):  # recall boosts what it returned; every recipe starts clean
+            await store.reset_retrieval_counts(GroupId(group))
         lat, retrieved = [], []
         load0 = os.getloadavg()[0]
         for q in queries:

@@ -196,13 +196,6 @@ def load_conversations(path: Path) -> list[dict]:
 # -- the systems --------------------------------------------------------------------------------------
 
 
-def reset_retrieval_counts(store) -> None:
-    """Recall counts every fact it returns and ranks often-recalled facts higher (retrieval_boost); each
-    measured variant starts from zero so one variant's questions never tilt the next one's ranking."""
-    store._flush_retrievals()
-    store._writer_conn().execute("UPDATE facts SET retrieval_count = 0")
-
-
 async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[str, dict[str, list]]:
     """Ingest every turn as an episode, then ask every question with each recipe; returns retrieved ids."""
     from mnemobus.engine import MemoryEngine
@@ -245,7 +238,8 @@ async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[
     }
     out: dict[str, dict[str, list]] = {}
     for name, (recipe, mf, me, at_end) in variants.items():
-        reset_retrieval_counts(store)
+        for conv in convs:  # recall boosts what it returned before: each variant starts from zero
+            await store.reset_retrieval_counts(GroupId(conv["group"]))
         retrieved, lat, facts_seen, fact_slots = [], [], 0, 0
         load0 = os.getloadavg()[0]
         for conv in convs:

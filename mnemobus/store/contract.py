@@ -305,6 +305,11 @@ class GraphStore(Protocol):
     async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
         """Count one more retrieval of each fact (feeds the retrieval-count weight)."""
 
+    async def reset_retrieval_counts(self, group_id: GroupId) -> None:
+        """Forget how often the group's facts were recalled (counts, pending ones included, back to 0). Recall
+        ranks often-recalled facts a little higher; an evaluation that asks many questions starts each measured
+        pass from zero so one pass never tilts the next."""
+
     async def count_facts(self, group_id: GroupId | None = None) -> int: ...
 
 

@@ -336,6 +336,17 @@ async def test_mark_retrieved_counts_each_retrieval(store: GraphStore, group: Gr
     assert got.retrieval_count == 2
 
 
+async def test_reset_retrieval_counts_zeroes_the_group_and_only_it(store: GraphStore, group: GroupId,
+                                                                    other_group: GroupId) -> None:
+    f = (await alice_graph(store, group))["facts"][0]  # type: ignore[index]
+    o = (await alice_graph(store, other_group))["facts"][0]  # type: ignore[index]
+    await store.mark_retrieved(group, [f.id])
+    await store.mark_retrieved(other_group, [o.id])
+    await store.reset_retrieval_counts(group)
+    assert [x.retrieval_count for x in await store.get_facts(group, [f.id])] == [0]
+    assert [x.retrieval_count for x in await store.get_facts(other_group, [o.id])] == [1]
+
+
 # -- retrieval candidates ------------------------------------------------------------------------------
 
 

@@ -108,6 +108,13 @@ COUNT_RETRIEVALS = (
     "RETURN vers, counts"
 )
 
+RESET_RETRIEVALS = (
+    BUMP_VERSIONS
+    + "CALL { WITH vers MATCH ()-[r:FACT {group_id: $g}]->() WHERE coalesce(r.retrieval_count, 0) <> 0 "
+    "  SET r.retrieval_count = 0, r.ver = [v IN vers WHERE v.g = $g | v.v][0] RETURN count(*) AS n } "
+    "RETURN n"
+)
+
 # One statement applies every buffered write of a transaction, kinds in dependency order
 # (episodes and entities before the observations, links and facts that name them). Each part
 # reports what it touched, so a missing endpoint is named instead of silently skipped.

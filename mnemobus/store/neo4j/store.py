@@ -26,7 +26,8 @@ from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector, s
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
 from mnemobus.store.neo4j.coalesce import LANE_ANN, CoalescedReads
 from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, FACT_RETURN, NEW_EPOCH, NODE_ENTITY_MAP,
-                                         NODE_EPISODE_MAP, SCHEMA, TRANSIENT, VALID_AT, VERSION_OF, VERSION_QUERY)
+                                         NODE_EPISODE_MAP, RESET_RETRIEVALS, SCHEMA, TRANSIENT, VALID_AT, VERSION_OF,
+                                         VERSION_QUERY)
 from mnemobus.store.neo4j.mirror import (DELTA, KINDS, LOAD_COLUMNS, PAGE, SIZES, UNSTAMPED, GroupMirror,
                                          MirrorCache)
 from mnemobus.store.neo4j.rows import (as_float_list, cosine_score, drop_facts, entity_from_row, entity_params,
@@ -993,6 +994,11 @@ class Neo4jStore(CoalescedReads):
             return
         if self._retrieval_task is None or self._retrieval_task.done():
             self._retrieval_task = asyncio.get_running_loop().create_task(self._write_retrievals_later())
+
+    async def reset_retrieval_counts(self, group_id: GroupId) -> None:
+        await self.flush_retrievals()
+        await self._write(lambda tx: run_rows(tx, RESET_RETRIEVALS, {"g": group_id, "groups": [group_id]}))
+        self._mark_written([group_id])
 
     async def _write_retrievals_later(self) -> None:
         deadline = time.monotonic() + RETRIEVAL_FLUSH_S

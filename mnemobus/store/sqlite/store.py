@@ -526,6 +526,15 @@ class SqliteStore:
                 self._count_writer = threading.Thread(target=self._write_counts, name="retrieval-counts", daemon=True)
                 self._count_writer.start()
 
+    async def reset_retrieval_counts(self, group_id: GroupId) -> None:
+        def reset() -> None:
+            with immediate(self._writer_conn()) as c:
+                self._flush_retrievals_in(c)
+                c.execute("UPDATE facts SET retrieval_count = 0 WHERE group_id = ? AND retrieval_count != 0",
+                          (group_id,))
+
+        await self._run(reset)
+
     def _write_counts(self) -> None:
         flushed: dict[str, int] = {}
         try:

@@ -1,4 +1,4 @@
-# Issue 9: retrieval quality on LoCoMo, Graphiti side by side, and bench/report.md.
+# Retrieval quality on LoCoMo, Graphiti side by side, and bench/report.md.
 #   make bench-locomo     recall@5/@10 per LoCoMo category: mnemobus vs BM25 vs vector (QUICK=1: one conversation)
 #   make bench-graphiti   search latency p50/p95/p99 + recall vs Graphiti 0.31 on Neo4j (QUICK=1: 2k facts;
 #                         BENCH_SIZES=10k,100k for more sizes; EMBEDDER=static|local, default: the product's)
@@ -11,9 +11,9 @@ BENCHES += bench-locomo bench-graphiti
 BENCH_VENV  := bench/.venv-graphiti
 BENCH_PY    := $(BENCH_VENV)/bin/python
 BENCH_STAMP := $(BENCH_VENV)/.installed-stamp
-_B9_PY      := $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+_QUALITY_PY      := $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 
-$(BENCH_STAMP): mk/bench9.mk
+$(BENCH_STAMP): mk/quality.mk
 	@test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_PY) -m pip install -q --upgrade pip
 	@# graphiti-core 0.31.1 imports httpx without declaring it
@@ -24,11 +24,11 @@ $(BENCH_STAMP): mk/bench9.mk
 	@touch $@
 
 bench-locomo: $(STAMP)
-	$(_B9_PY) bench/bench_locomo.py
-	$(_B9_PY) bench/bench_locomo_public.py
+	$(_QUALITY_PY) bench/bench_locomo.py
+	$(_QUALITY_PY) bench/bench_locomo_public.py
 
 bench-graphiti: $(STAMP) $(BENCH_STAMP) neo4j-jars
-	$(_B9_PY) bench/bench_graphiti.py
+	$(_QUALITY_PY) bench/bench_graphiti.py
 
 bench-report: $(BENCH_STAMP)
 	$(BENCH_PY) bench/report.py
