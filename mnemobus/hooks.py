@@ -22,6 +22,8 @@ PROJECT = "mnemobus"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+__all__ = ["hookimpl", "RoleStarter", "PROJECT"]
+
 #: starts a role inside the process's task group: `await tg.start(starter, runtime)`; it calls
 #: `task_status.started()` once it serves and returns when `runtime.stop` is set. A starter whose attribute
 #: `in_all` is False (it needs configuring first) is left out of `--role all`.

@@ -1,7 +1,11 @@
 """The plugin surface: a plugin declares routes and gets a context.
 
 Built-ins (the memory plugin, the echo executor) use exactly this surface;
-there is no second way in.
+there is no second way in. `__all__` is the public API a plugin author may
+rely on across releases: the protocol and context, the router and what a
+handler receives, the wire models and the bus's errors; with `mnemobus.hooks.__all__` (the
+marker that registers a plugin, a role, a command or a probe domain) that is
+all. Everything else in mnemobus may change without notice.
 """
 
 from __future__ import annotations
@@ -10,10 +14,23 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from mnemobus import subjects
 from mnemobus.bus.connection import Bus
+from mnemobus.bus.endpoint import MessageContext
+from mnemobus.bus.errors import BusError, NoResponders, RequestTimeout
 from mnemobus.bus.router import Router
 from mnemobus.config import Settings
+from mnemobus.envelope import (EnrichedRequest, EpisodeMessage, ErrorReply, MemoryContext, SkillRequest,
+                               SkillResponse, WireModel)
+from mnemobus.errors import ConfigError, InvalidMessage, MnemobusError
 from mnemobus.metrics import PipelineMetrics
+
+__all__ = [
+    "Plugin", "PluginContext", "Router", "MessageContext", "subjects",
+    "SkillRequest", "EnrichedRequest", "SkillResponse", "MemoryContext", "EpisodeMessage", "ErrorReply", "WireModel",
+    "Bus", "BusError", "NoResponders", "RequestTimeout", "Settings", "PipelineMetrics",
+    "MnemobusError", "ConfigError", "InvalidMessage",
+]
 
 if TYPE_CHECKING:
     from mnemobus.engine import MemoryEngine

@@ -6,13 +6,8 @@ it tells what it received and how many recalled lines came with it.
 
 from __future__ import annotations
 
-from mnemobus import subjects
-from mnemobus.bus.endpoint import MessageContext
-from mnemobus.bus.router import Router
-from mnemobus.config import Settings
-from mnemobus.envelope import EnrichedRequest, WireModel
 from mnemobus.hooks import hookimpl
-from mnemobus.plugin import PluginContext
+from mnemobus.plugin import EnrichedRequest, MessageContext, PluginContext, Router, Settings, WireModel, subjects
 
 
 class ExecutorReply(WireModel):
