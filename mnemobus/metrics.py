@@ -45,6 +45,9 @@ class PipelineMetrics:
             "(blank_content)", ["reason"], registry=r)
         self.episode_emit_errors = Counter(
             "mnemobus_episode_emit_errors_total", "Episodes the stream refused (parked in the outbox)", registry=r)
+        self.outbox_retry_errors = Counter(
+            "mnemobus_episode_outbox_retry_errors_total", "Republishing a parked episode failed (the stream is still "
+            "away; it stays parked)", registry=r)
         self.outbox_depth = Gauge(
             "mnemobus_episode_outbox_depth", "Episodes parked on local disk until the stream takes them", registry=r)
         self.episodes_stored = Counter(
@@ -63,6 +66,9 @@ class PipelineMetrics:
         self.worker_store_wait_seconds = Counter(
             "mnemobus_worker_store_wait_seconds_total", "Seconds the worker held a batch waiting for the store",
             registry=r)
+        self.worker_in_progress_errors = Counter(
+            "mnemobus_worker_in_progress_errors_total", "Long batches whose in-progress mark failed (they may be "
+            "redelivered, then found already stored)", registry=r)
         self.worker_heartbeat_errors = Counter(
             "mnemobus_worker_heartbeat_errors_total", "Heartbeats the worker could not write (bus away)", registry=r)
         self.worker_restarts = Counter(

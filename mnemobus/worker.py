@@ -237,7 +237,8 @@ class EpisodeWorker:
             for msg in msgs:
                 try:
                     await msg.in_progress()
-                except Exception as exc:  # at worst the message is redelivered and found already stored
+                except Exception as exc:  # noqa: BLE001 - at worst it is redelivered and found already stored
+                    self.metrics.worker_in_progress_errors.inc()
                     log.debug("could not mark an episode in progress: %s", exc)
 
     async def _guard(self, fn: Callable[..., Any], msg: Delivery, *args: Any) -> None:

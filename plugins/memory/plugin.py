@@ -23,6 +23,7 @@ from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, Sk
 from mnemobus.groups import GroupId
 from mnemobus.identity import Resolution
 from mnemobus.limits import clip
+from mnemobus.logthrottle import ThrottledLog
 from mnemobus.plugin import PluginContext
 from plugins.memory.enrich import RecallGuards, recall_for_request
 from plugins.memory.breaker import RecallBreaker
@@ -54,6 +55,7 @@ class MemoryPlugin:
                                    anyio.CapacityLimiter(m.max_concurrent_recalls), LoopLag(m.shed_loop_lag_ms),
                                    RecallBudget(m.recall_time_share))
         self.outbox = EpisodeOutbox(m.outbox_path)
+        self._outbox_log = ThrottledLog(log)  # a stream away for minutes: one line per 10 s, not per second
         self._scopes: list[anyio.CancelScope] = []
         ctx.spawn(self._background, self._outbox_loop)
         if self.guards.loop_lag.enabled:
@@ -83,7 +85,10 @@ class MemoryPlugin:
             for msg_id, subject, data in await anyio.to_thread.run_sync(self.outbox.pending):
                 try:
                     await ctx.bus.js_publish(subject, data, msg_id=msg_id)
-                except Exception:
+                except Exception as exc:  # noqa: BLE001 - the stream is still away: the episode stays parked
+                    ctx.metrics.outbox_retry_errors.inc()
+                    self._outbox_log.warning("outbox", "parked episodes not republished yet (%s: %s); retrying in 1 s",
+                                             type(exc).__name__, exc)
                     await anyio.to_thread.run_sync(self.outbox.failed_again, msg_id)
                     break
                 await anyio.to_thread.run_sync(self.outbox.delivered, msg_id)
