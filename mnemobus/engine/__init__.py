@@ -22,7 +22,7 @@ from mnemobus.engine.extract import Extractor
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.ingest import Disambiguator, ExtractionObserver, Ingestor, word_subset_disambiguator
 from mnemobus.engine.recall import checked_groups, recall
-from mnemobus.engine.recipes import RECIPES, Recipe, tuned
+from mnemobus.engine.recipes import DEFAULT_RECIPE, RECIPES, Recipe, recipe_named, tuned
 from mnemobus.engine.scoring import rrf
 from mnemobus.engine.text import display_name, normalise_name, query_terms
 from mnemobus.errors import ConfigError, EntityExists, InvalidMessage, StoreIntegrityError
@@ -102,7 +102,9 @@ class MemoryEngine:
         rankings.append([h.id for h in await self.store.search_entities_text(group, terms, limit * 2)])
         if self.embedder is not None and text.strip():
             vec = (await anyio.to_thread.run_sync(self.embedder.embed, [text]))[0]
-            rankings.append([h.id for h in await self.store.search_entities_vector(group, vec, limit * 2)])
+            floor = recipe_named(DEFAULT_RECIPE, self.recipes).min_entity_similarity
+            rankings.append([h.id for h in await self.store.search_entities_vector(group, vec, limit * 2)
+                             if h.score >= floor])
         fused = rrf(rankings)
         best = sorted(fused, key=lambda i: -fused[i])[:limit]
         return [ScoredEntity(e, fused[e.id]) for e in await self.store.get_entities(group, best)]

@@ -36,7 +36,13 @@ class Recipe:
     # about 1 in 100 of those slots held evidence
     retrieval_boost: float = 0.0
     min_episode_similarity: float = 0.25  # vector-only episode hits below this are noise
+    # vector-only entity hits below this are noise: with the static embedder an unrelated word ("xyzzy") is
+    # 0.10-0.15 from every short name, so a small group's search listed all its entities
+    min_entity_similarity: float = 0.2
 
+
+#: the recipe a recall uses when it names none (RecallQuery.recipe's default)
+DEFAULT_RECIPE = "hybrid"
 
 RECIPES: dict[str, Recipe] = {
     r.name: r

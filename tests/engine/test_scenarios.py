@@ -109,3 +109,22 @@ async def test_recall_renders_a_context_block_with_the_current_fact(semantic_eng
     # the current fact and what was said, each message with its day; the fact that ended is not there
     assert lines[0] == f"[User context \u2014 {G}]" and "- User lives in London (moved from Berlin) (since 2026-07-01)" in lines
     assert '- said on 2026-06-01: "I live in Berlin."' in lines and "- User lives in Berlin" not in block
+
+
+async def test_entity_search_for_an_unrelated_word_finds_no_entity_with_the_default_embedder(
+        tmp_path, static_cache_dir, episode) -> None:  # type: ignore[no-untyped-def]
+    """The floor (min_entity_similarity 0.2) is set for the product's default, the static embedder; a
+    transformer's unrelated pairs sit at 0.2-0.4 and need a higher floor in the recipe."""
+    from mnemobus.engine.embed_static import StaticEmbedder
+    from mnemobus.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "memory.sqlite3")
+    await store.open()
+    engine = MemoryEngine(store, embedder=StaticEmbedder("all-MiniLM-L6-v2-int8", static_cache_dir))
+    try:
+        await _say(engine, episode, (0, "I moved to Berlin and I work at Acme."), (1, "My sister Anna likes tea."))
+        unrelated = await engine.search_entities(G, "xyzzy")
+        found = [hit.entity.name for hit in await engine.search_entities(G, "Berlin")]
+    finally:
+        await engine.close()
+    assert unrelated == [] and found[:1] == ["Berlin"]
