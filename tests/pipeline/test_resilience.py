@@ -260,6 +260,7 @@ async def test_a_process_that_spent_its_recall_time_share_skips_recall_beside_a_
     pipeline = budgeted_pipeline
     _slowed(pipeline, monkeypatch, 0.2)  # four seconds' worth of a 5% share
     await ask(pipeline, request("I moved to Lisbon."))
+    assert await wait_for_episodes(pipeline, "user_josh", 1) == 1  # stored: the next recall has something to find
     replies: list[dict] = []
 
     async def one(text: str) -> None:
@@ -278,6 +279,7 @@ async def test_a_request_alone_in_its_process_recalls_though_the_share_is_spent(
     pipeline = budgeted_pipeline
     _slowed(pipeline, monkeypatch, 0.2)
     await ask(pipeline, request("I moved to Lisbon."))
+    assert await wait_for_episodes(pipeline, "user_josh", 1) == 1  # stored: the next recall has something to find
     second = await ask(pipeline, request("where do I live now?"))  # nothing else runs: skipping it helps no one
     assert second["memory"]["status"] == "enriched"
     assert pipeline.metrics.fail_open.labels(reason="recall_budget")._value.get() == 0
