@@ -10,22 +10,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
+from pydantic import SecretStr
 
 from mnemobus import extensions
 from mnemobus.bus.connection import Bus
+from mnemobus.bus.permissions import EMBEDDED_USER, nats_single_user
 from mnemobus.bus.server import EmbeddedNatsServer
-from mnemobus.config import Settings
+from mnemobus.config import NatsSettings, Settings
 from mnemobus.errors import MnemobusError
 from mnemobus.health import Health, serve_metrics
 from mnemobus.identity import IdentityRegistry
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.plugin import Plugin, PluginContext
+from mnemobus.private_files import write_private
 from mnemobus.runtime import Runtime
 from mnemobus.runner import run_plugins
 from mnemobus.worker import EpisodeWorker
@@ -53,17 +57,29 @@ def with_worker_on_embedded_bus(roles: set[str], *, embedded: bool) -> set[str]:
 
 
 @contextlib.asynccontextmanager
-async def nats_url(settings: Settings) -> AsyncIterator[tuple[str, EmbeddedNatsServer | None]]:
-    """The configured URL, or an embedded server's for as long as the block runs."""
+async def nats_url(settings: Settings) -> AsyncIterator[tuple[str, EmbeddedNatsServer | None, NatsSettings]]:
+    """The configured URL, or an embedded server's for as long as the block runs, with the settings to connect by.
+
+    The embedded server has one user, this process, with a password made for this start: another local process
+    cannot publish a request or an episode on it, so what its messages claim comes from this process
+    (`permissions_enforced`). Its URL with the credentials is written, readable by the owner only, to
+    `<nats.data_dir>/embedded-url` for a local tool the owner wants to connect."""
     if settings.nats.url:
-        yield settings.nats.url, None
+        yield settings.nats.url, None, settings.nats
         return
-    server = EmbeddedNatsServer(settings.nats.data_dir)
+    password = secrets.token_urlsafe(24)
+    server = EmbeddedNatsServer(settings.nats.data_dir, config=nats_single_user(EMBEDDED_USER, password))
     server.spawn()  # on the event loop's thread, which lives as long as the server must (see spawn)
     await anyio.to_thread.run_sync(server.wait_ready)
+    url = server.url or ""
+    connect = settings.nats.model_copy(update={"user": EMBEDDED_USER, "password": SecretStr(password),
+                                               "permissions_enforced": True})
+    url_file = write_private(settings.nats.data_dir / "embedded-url",
+                             url.replace("nats://", f"nats://{EMBEDDED_USER}:{password}@", 1) + "\n")
     try:
-        yield server.url or "", server
+        yield url, server, connect
     finally:
+        url_file.unlink(missing_ok=True)
         await anyio.to_thread.run_sync(server.stop)
 
 
@@ -105,7 +121,8 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True,
     from mnemobus.engine import open_engine
 
     metrics = metrics or PipelineMetrics()
-    async with nats_url(settings) as (url, server):
+    async with nats_url(settings) as (url, server, nats_settings):
+        settings = settings.model_copy(update={"nats": nats_settings})
         bus = await Bus.connect(url, settings.nats, name=f"mnemobus-{socket.gethostname()}-{os.getpid()}")
         try:
             await bus.ensure_streams()

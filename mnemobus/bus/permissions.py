@@ -18,6 +18,8 @@ from mnemobus import subjects
 #: what every connection needs to receive replies to its own requests
 _INBOX = "_INBOX.>"
 _JS_API = "$JS.API.>"
+#: the one user of an embedded server: the process that started it
+EMBEDDED_USER = "mnemobus"
 #: the memory API endpoints that act on an identity the message names
 ADMIN_ENDPOINTS = ("command", "delete-user")
 
@@ -85,6 +87,11 @@ ROLES: dict[str, Permissions] = {
 def generated_passwords(roles: list[str] | None = None) -> dict[str, str]:
     """A fresh random password per role (32 url-safe characters of `secrets`)."""
     return {role: secrets.token_urlsafe(24) for role in (roles or list(ROLES))}
+
+
+def nats_single_user(user: str, password: str) -> str:
+    """The `authorization` block of a server only one user may use, with every permission (the embedded server)."""
+    return "authorization " + json.dumps({"user": user, "password": password}) + "\n"
 
 
 def nats_authorization(passwords: dict[str, str]) -> str:

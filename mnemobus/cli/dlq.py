@@ -18,8 +18,8 @@ from mnemobus.hooks import hookimpl
 async def _bus(settings: Settings) -> AsyncIterator[Bus]:
     from mnemobus.app import nats_url
 
-    async with nats_url(settings) as (url, _server):
-        bus = await Bus.connect(url, settings.nats, name="mnemobus-dlq")
+    async with nats_url(settings) as (url, _server, nats_settings):
+        bus = await Bus.connect(url, nats_settings, name="mnemobus-dlq")
         try:
             await bus.ensure_streams()
             yield bus

@@ -8,12 +8,12 @@ owner only. Run it again to rotate every password.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from mnemobus.bus.permissions import ROLES, generated_passwords, nats_authorization
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl
+from mnemobus.private_files import write_private
 
 
 @hookimpl
@@ -25,20 +25,13 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
     p.set_defaults(handler=handle)
 
 
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    path.chmod(0o600)  # an existing file keeps its old mode through O_CREAT
-
-
 def write_users(out: Path, roles: list[str]) -> dict[str, str]:
     """The files for `roles`; returns the passwords written."""
     out.mkdir(parents=True, exist_ok=True)
     passwords = generated_passwords(roles)
-    _write_private(out / "authorization.conf", nats_authorization(passwords))
+    write_private(out / "authorization.conf", nats_authorization(passwords))
     for role, password in passwords.items():
-        _write_private(out / f"{role}.env", f"# {ROLES[role].about}\nMNEMOBUS_NATS__USER={role}\n"
+        write_private(out / f"{role}.env", f"# {ROLES[role].about}\nMNEMOBUS_NATS__USER={role}\n"
                                             f"MNEMOBUS_NATS__PASSWORD={password}\n"
                                             "MNEMOBUS_NATS__PERMISSIONS_ENFORCED=true\n")
     return passwords

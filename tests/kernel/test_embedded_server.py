@@ -67,3 +67,35 @@ def test_the_server_dies_with_the_thread_that_spawned_it_so_it_is_spawned_on_a_l
     finally:
         short_lived.stop()
         kept.stop()
+
+
+def _embedded_settings(tmp_path):  # type: ignore[no-untyped-def]
+    from mnemobus.config import Settings
+
+    return Settings(nats={"data_dir": tmp_path / "nats"}, store={"sqlite_path": tmp_path / "m.sqlite3"},
+                    metrics={"port": 0})
+
+
+def test_the_embedded_bus_refuses_a_connection_without_its_password_and_takes_one_with_it(tmp_path):
+    import anyio
+    import nats
+    import pytest
+    from nats.errors import Error as NatsError
+
+    from mnemobus.app import nats_url
+
+    async def check() -> tuple[str, bool, int]:
+        async with nats_url(_embedded_settings(tmp_path)) as (url, server, connect):
+            assert server is not None and connect.permissions_enforced and connect.user
+            with pytest.raises((NatsError, OSError)):
+                await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2)
+            url_file = tmp_path / "nats" / "embedded-url"
+            owner_url = url_file.read_text().strip()
+            nc = await nats.connect(owner_url, allow_reconnect=False, connect_timeout=2)
+            ok = nc.is_connected
+            await nc.close()
+            return owner_url, ok, url_file.stat().st_mode & 0o777
+
+    owner_url, connected, mode = anyio.run(check)
+    assert connected and mode == 0o600 and "@127.0.0.1" in owner_url
+    assert not (tmp_path / "nats" / "embedded-url").exists()  # gone with the server
