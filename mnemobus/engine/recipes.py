@@ -29,11 +29,8 @@ class Recipe:
     # chose the same values
     message_weight: float = 1.6
     forget_after_days: float | None = None  # explicit forgetting: facts not observed this long are not recalled
-    # weight of ln(1 + retrieval count); off by default: recall counts every fact it *returns*, used or not, so
-    # the count rewards generic facts that match every query, and the boost (up to 1.5x, more than the gap
-    # between neighbouring ranks) returns them again: a loop, not a usefulness signal. LoCoMo, boost 0.2 -> 0:
-    # top-10 slots held by facts alone 0.87 -> 0.39 per question (local embedder), 2.06 -> 0.49 (static);
-    # about 1 in 100 of those slots held evidence
+    # weight of ln(1 + retrieval count); off by default: recall counts every fact it returns, used or not, so a
+    # boost returns generic facts again and again (a loop, not a usefulness signal; figures in README, Recall quality)
     retrieval_boost: float = 0.0
     min_episode_similarity: float = 0.25  # vector-only episode hits below this are noise
     # vector-only entity hits below this are noise: with the static embedder an unrelated word ("xyzzy") is
