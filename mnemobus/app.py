@@ -123,7 +123,8 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True,
     metrics = metrics or PipelineMetrics()
     async with nats_url(settings) as (url, server, nats_settings):
         settings = settings.model_copy(update={"nats": nats_settings})
-        bus = await Bus.connect(url, settings.nats, name=f"mnemobus-{socket.gethostname()}-{os.getpid()}")
+        bus = await Bus.connect(url, settings.nats, name=f"mnemobus-{socket.gethostname()}-{os.getpid()}",
+                                count_error=lambda kind: metrics.bus_errors.labels(kind=kind).inc())
         try:
             await bus.ensure_streams()
             identity = IdentityRegistry(settings.identity.users_file,

@@ -16,6 +16,10 @@ class PipelineMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self.bus_errors = Counter(
+            "mnemobus_bus_errors_total", "Errors the NATS server or client reported on this process's connection, "
+            "by kind (permissions_violation: a role published or subscribed outside its permissions)", ["kind"],
+            registry=r)
         self.messages = Counter(
             "mnemobus_messages_total", "Messages handled per endpoint and outcome (ok, invalid, error)",
             ["endpoint", "outcome"], registry=r)

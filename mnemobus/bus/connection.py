@@ -38,14 +38,21 @@ class Bus:
         self._buckets: dict[str, Any] = {}
 
     @classmethod
-    async def connect(cls, url: str, settings: NatsSettings, *, name: str = "mnemobus") -> "Bus":
+    async def connect(cls, url: str, settings: NatsSettings, *, name: str = "mnemobus",
+                      count_error: Callable[[str], None] | None = None) -> "Bus":
+        """`count_error(kind)` hears of every error the server or client reports on this connection
+        (`permissions_violation`, `authorization_violation`, or `other`): nats-py raises none of them to the
+        caller of a publish or subscribe, so a role missing a permission would otherwise show only in the log."""
         closing = False
 
         def mark_closing() -> None:
             nonlocal closing
             closing = True
+
         async def on_error(exc: Exception) -> None:
             log.warning("nats error: %s", exc)
+            if count_error is not None:
+                count_error(error_kind(exc))
 
         async def on_disconnected() -> None:
             if not closing:
@@ -196,6 +203,17 @@ _NOT_ENOUGH_SERVERS = frozenset({10023, 10005, 10074})
 
 class StreamConfigError(MnemobusError):
     """The server cannot hold the streams as configured (e.g. more replicas than it has servers)."""
+
+
+def error_kind(exc: Exception) -> str:
+    """The label of a connection error: what an operator does about it differs (a role's permissions, its
+    credentials, or the network)."""
+    text = str(exc).lower()
+    if "permissions violation" in text:
+        return "permissions_violation"
+    if "authorization violation" in text:
+        return "authorization_violation"
+    return "other"
 
 
 def decode_json(data: bytes) -> Any:

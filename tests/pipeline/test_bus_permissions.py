@@ -150,6 +150,18 @@ async def test_a_client_cannot_call_delete_user_but_an_operator_can(settings: Se
     assert any("permissions violation" in e.lower() and "delete-user" in e for e in errors), errors
 
 
+async def test_a_component_publishing_outside_its_permissions_is_counted_not_silent(
+        settings: Settings, secured_server: EmbeddedNatsServer, passwords: dict[str, str]) -> None:
+    async with open_runtime(as_role(settings, secured_server, "plugin", passwords["plugin"]), need_engine=False) as rt:
+        await rt.bus.publish("worldstate.goal.forged", b"{}")  # the poller's subject, not the plugin's
+        await rt.bus.flush()
+        with anyio.move_on_after(5):
+            while rt.metrics.bus_errors.labels(kind="permissions_violation")._value.get() < 1:
+                await anyio.sleep(0.05)
+        counted = rt.metrics.bus_errors.labels(kind="permissions_violation")._value.get()
+    assert counted == 1
+
+
 def test_nats_users_writes_a_server_config_and_one_private_env_file_per_role(tmp_path: Path) -> None:
     passwords = write_users(tmp_path / "users", list(ROLES))
     files = sorted(p.name for p in (tmp_path / "users").iterdir())
