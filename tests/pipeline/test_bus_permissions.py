@@ -106,7 +106,7 @@ async def test_every_role_does_its_work_under_its_own_user_and_a_claimed_identit
     assert reply["content"] == "noted" and stored == 1
     assert any("Berlin" in f["fact"] for f in json.loads(found.data)["facts"])
     assert errors == []
-    assert "Permissions Violation" not in secured_server.log_text()
+    assert "Violation" not in secured_server.log_text()  # nats-server logs "Publish Violation", "Subscription ..."
 
 
 async def test_a_publisher_cannot_forge_an_episode(settings: Settings, secured_server: EmbeddedNatsServer,
@@ -124,6 +124,7 @@ async def test_a_publisher_cannot_forge_an_episode(settings: Settings, secured_s
         stored = await rts["worker"].engine.store.count_episodes(group)
     assert stored == 0
     assert any("permissions violation" in e.lower() and subjects.episode(group) in e for e in errors), errors
+    assert f'Publish Violation - Subject "{subjects.episode(group)}"' in secured_server.log_text()
 
 
 async def test_a_client_cannot_call_delete_user_but_an_operator_can(settings: Settings,
@@ -148,6 +149,22 @@ async def test_a_client_cannot_call_delete_user_but_an_operator_can(settings: Se
         await operator.close()
     assert kept == 1 and erased["episodes"] >= 1 and erased["remaining"] == 0
     assert any("permissions violation" in e.lower() and "delete-user" in e for e in errors), errors
+
+
+async def test_the_poller_polls_under_its_own_user_without_a_permission_violation(
+        settings: Settings, secured_server: EmbeddedNatsServer, passwords: dict[str, str]) -> None:
+    from worldstate.poller import current_document, run_poller
+
+    async with deployment(settings, secured_server, passwords):
+        async with open_runtime(as_role(settings, secured_server, "worldstate", passwords["worldstate"])) as ws:
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    await tg.start(run_poller, ws)  # started once its first poll is done
+                    document = current_document(ws)
+                    ws.stop.set()
+            violations = ws.metrics.bus_errors.labels(kind="permissions_violation")._value.get()
+    assert document is not None and set(document["domains"]) >= {"memory", "bus"}
+    assert violations == 0 and "Violation" not in secured_server.log_text()
 
 
 async def test_a_component_publishing_outside_its_permissions_is_counted_not_silent(
