@@ -20,6 +20,9 @@ Run: `make bench-pipeline`; QUICK=1 for a small run.
   Soak: 80% of that capacity for 10 minutes, sampling every plugin's RSS;
   a leak shows as the slope fitted to the samples after the first fifth
   (MB a minute), which one noisy sample cannot fake as end-minus-warm can.
+- At 200 requests/s (issue 25's bar): errors, the share served with memory,
+  the p99 memory adds, and episodes lost: every exchange answered without an
+  error must be on the episode stream (no worker consumes it here).
 - CPU cost: at 100 requests/s (served in full), the CPU milliseconds a request
   costs the plugin processes (their stub executor included), nats-server and
   this client, with recall and with memory skipped; cores divided by the total
@@ -182,6 +185,20 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
     return res
 
 
+async def episodes_in_stream(bus: Bus) -> int:
+    return (await bus.js.stream_info(subjects.EPISODE_STREAM)).state.messages
+
+
+async def episodes_kept(bus: Bus, before: int, expected: int) -> dict[str, int]:
+    """Every exchange answered without error must be on the episode stream (no worker runs here, so the stream
+    only grows): waits up to 30 s for episodes still being confirmed or republished from the outbox."""
+    deadline = time.monotonic() + 30
+    while (stored := await episodes_in_stream(bus) - before) < expected and time.monotonic() < deadline:
+        await anyio.sleep(0.5)
+    return {"rps200_episodes_expected": expected, "rps200_episodes_on_stream": stored,
+            "rps200_episodes_lost": max(0, expected - stored)}
+
+
 async def capacity_of(bus: Bus, ladder: tuple[int, ...], skill: str) -> tuple[int, float]:
     """The highest rate of the ladder the plugins kept up with (>= 95% achieved, p99 <= 250 ms, < 1% failed),
     and its p99 in ms."""
@@ -267,8 +284,14 @@ async def main() -> None:
             # issue 25's bar, whatever the capacity: at 200 requests/s, 0 errors, the share served with memory,
             # and the p99 the plugin adds (the recall deadline promises <= 150 ms)
             await anyio.sleep(settings.memory.breaker_cooldown_s + 2)
+            in_stream_before = await episodes_in_stream(bus)
+            await bus.request(subjects.SKILL_REQUEST, _request(2, "bench"), timeout_s=5)
+            await anyio.sleep(1)  # its episodes confirmed: one request's share of the stream, measured
+            groups_per_request = await episodes_in_stream(bus) - in_stream_before
+            in_stream_before += groups_per_request
             at200 = await open_loop(bus, 200, STEP_S)
             figures.update({f"rps200_{k}": v for k, v in at200.items()})
+            figures.update(await episodes_kept(bus, in_stream_before, (at200["sent"] - at200["errors"]) * groups_per_request))
             figures["rps200_enriched_share"] = round(1 - (at200["unenriched"] + at200["errors"]) / max(1, at200["sent"]), 3)
             figures["rps200_added_p99_ms"] = round(at200["p99_ms"] - figures["bare_relay_p99_ms"], 3)
             relay, figures["capacity_relay_only_p99_ms"] = await capacity_of(bus, RELAY_LADDER, RELAY_SKILL)
