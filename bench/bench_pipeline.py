@@ -77,8 +77,8 @@ PROJECTS = [f"Project{i}" for i in range(300)]
 TOOLS = [f"tool{i}" for i in range(200)]
 
 
-def _rss_mb(pid: int) -> float:
-    mb = memory_mb(pid)
+def _rss_mb(pid: int, field: str = "VmRSS") -> float:
+    mb = memory_mb(pid, field)
     return float("nan") if mb is None else mb
 
 
@@ -140,6 +140,7 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
     errors = 0
     degraded = 0  # answered, but without memory (recall timed out, failed, or the breaker was open)
     rss: list[float] = []
+    anon: list[float] = []  # RssAnon: the heap, without the store file's pages the memory map brought in
     rss_at: list[float] = []  # minutes since the start, one per sample
     interval = 1 / rate
     started = time.perf_counter()
@@ -168,6 +169,7 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
             i += 1
             if pids and now >= next_sample:
                 rss.append(sum(_rss_mb(pid) for pid in pids))  # every plugin copy together
+                anon.append(sum(_rss_mb(pid, "RssAnon") for pid in pids))
                 rss_at.append((now - started) / 60)
                 next_sample = now + max(1.0, seconds / 60)
     elapsed = time.perf_counter() - started
@@ -182,6 +184,9 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
         if len(rss) - cut >= 3:  # end minus warm is two samples' noise; a leak is a steady slope over all of them
             slope = np.polyfit(rss_at[cut:], rss[cut:], 1)[0]
             res["rss_slope_after_warm_mb_per_min"] = round(float(slope), 2)
+            # a leak is heap growth; RSS also grows as recall touches more of the memory-mapped store file
+            res["anon_slope_after_warm_mb_per_min"] = round(float(np.polyfit(rss_at[cut:], anon[cut:], 1)[0]), 2)
+            res["anon_end_mb"] = round(anon[-1], 1)
     return res
 
 
