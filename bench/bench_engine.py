@@ -25,8 +25,10 @@ Run: `make bench-engine` (or `.venv/bin/python bench/bench_engine.py`); QUICK=1 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
+import sqlite3
 import sys
 import tempfile
 import time
@@ -212,7 +214,8 @@ async def bench_recall(figures: dict[str, float], label: str, total: int, n_grou
         figures[f"recall_{label}_warm_p50_ms"] = ws["p50_ms"]
         figures[f"recall_{label}_warm_p99_ms"] = ws["p99_ms"]
     fts = []
-    with store._borrow() as reader:  # the baseline: one BM25 query for the same terms in the same group, no hop
+    # the baseline: one BM25 query for the same terms in the same group, no hop, on a connection of its own
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as reader:
         for group, q in queries:
             terms = query_terms(q)
             t = time.perf_counter()

@@ -16,7 +16,7 @@ import threadpoolctl
 
 log = logging.getLogger(__name__)
 
-ANN_MIN_ROWS = 5_000  # below this an exact scan takes under half a millisecond; at 10k rows it took 1.5-2 ms
+ANN_MIN_ROWS = 5_000  # below this an exact scan is cheaper than building and probing an index (docs/performance.md)
 RESCORE_FACTOR = 4  # candidates per wanted result where a filter drops some after the search (the Neo4j mirror)
 
 
@@ -35,7 +35,7 @@ def grown(array: np.ndarray | None, size: int, need: int, shape: tuple[int, ...]
 
 
 def top_k(sims: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k highest scores, highest first (argpartition: a full sort of 100k scores cost ~8 ms)."""
+    """Positions of the k highest scores, highest first (argpartition: k is small, a full sort is not)."""
     if k <= 0 or not len(sims):
         return np.empty(0, dtype=np.int64)
     if k < len(sims):
@@ -47,8 +47,7 @@ def top_k(sims: np.ndarray, k: int) -> np.ndarray:
 @functools.cache
 def single_threaded_blas() -> None:
     """One BLAS thread per search: concurrency comes from the reader threads, and a multi-threaded gemv
-    oversubscribes 2 busy cores (13 ms vs 1.4 ms at 10k rows). Single-threaded BLAS is still twice as
-    fast as numpy's einsum loop (0.56 vs 1.2 ms at 10k x 384)."""
+    oversubscribes busy cores; single-threaded BLAS still beats numpy's einsum loop (docs/performance.md)."""
     threadpoolctl.threadpool_limits(limits=1, user_api="blas")
 
 

@@ -148,7 +148,7 @@ def fts_search(c: sqlite3.Connection, table: str, group_id: str, terms: Sequence
     return [Hit(r[0], -float(r[1])) for r in rows]
 
 
-# cost model (microseconds, measured here) for choosing how to apply the group
+# cost model (microseconds, measured on 2 cores; docs/performance.md) for choosing how to apply the group
 _US_PER_GROUP_ROW = 0.14  # walking the group token's doclist for its IDF
 _US_PER_MATCH = 0.5  # ranking one matching row inside FTS5
 _US_PER_ROW_READ = 5.0  # reading one base row (group, validity) by rowid
@@ -163,8 +163,7 @@ def _ranked_then_read(c: sqlite3.Connection, table: str, group_id: str, terms: S
     the cut widens (x4) while too few survive. The group is applied inside
     FTS5 (its token ANDed in: costs a walk of the group's rows) or on those
     reads (costs reading rows of other groups too), whichever the row counts
-    say is cheaper. Measured: 100k facts in one group, a word in 15k of them,
-    37 ms as one joined query; 1M facts over 1,000 groups, 21 ms -> 0.8 ms.
+    say is cheaper (the cost model above; figures in docs/performance.md).
     """
     base = table.removesuffix("_fts")
     terms, matching = counts.weighty(c, table, terms)
@@ -201,7 +200,7 @@ def _ranked_then_read(c: sqlite3.Connection, table: str, group_id: str, terms: S
         cut *= 4
 
 
-COMMON_ROWS = 1_000  # a word in more rows than this costs ~2 us a row to rank: scored only beside rarer words
+COMMON_ROWS = 1_000  # a word in more rows than this is costly to rank: scored only beside rarer words
 RARE_BUDGET = 5_000  # rows the rarer words may match for the shortcut to be worth it
 
 
@@ -219,8 +218,7 @@ def _rare_first(c: sqlite3.Connection, table: str, group_id: str, terms: Sequenc
     it holds a common word too (each phrase once: the score the whole query gives it), else from `rare`
     alone (the common words add nothing to it). Rows holding only the common words are left out: they
     are the tail bm25 orders by document length, evidence of nothing the rare words did not find.
-    None when the rare words find no row of the group (then everything is ranked). 100k facts in one
-    group, "studies" in 12.5k of them: 25 ms -> about 1 ms.
+    None when the rare words find no row of the group (then everything is ranked).
     """
     base = table.removesuffix("_fts")
     total = counts.table_rows(c, table)

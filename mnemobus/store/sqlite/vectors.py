@@ -123,11 +123,11 @@ class VectorCache:
                 sims = mat.rows[: mat.size] @ q
                 top = top_k(sims, k)
                 scores = sims[top]
-            # positions and scores as Python numbers at once: indexing numpy arrays item by item cost ~1 us each
+            # positions and scores as Python numbers at once: indexing numpy arrays item by item is slow
             ids, rowids = mat.ids, mat.rowids
             result = [(ids[i], s, rowids[i]) for i, s in zip(top.tolist(), scores.tolist())]
             grew = mat.nbytes != held
-        if grew:  # only growth can pass the budget; summing a thousand groups' sizes per search cost ~0.5 ms
+        if grew:  # only growth can pass the budget, so a search that grew nothing skips summing every group's size
             self._evict()
         return result
 
