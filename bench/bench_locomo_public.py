@@ -17,7 +17,8 @@ QUICK=1 tunes over a smaller grid). The data set is read in place (LOCOMO_PATH, 
   reported on both parts too.
 - Baselines over the raw turns of the report part, in the same run: BM25 (SQLite FTS5, Porter, the store's own
   tokenizer), vector (the same static embedder) and their fusion (reciprocal rank fusion, k = 60, equal
-  weights): the strongest simple system, and what "best baseline" means in the target.
+  weights): the strongest simple system, and what "best baseline" means in the target. Beside them, BM25
+  given the engine's turns-around step with the tuned weights: what that step is worth without the rest.
 - The plugin's defaults: recall@k of the shipped settings for k = 3..20, and the characters a rendered item
   takes, which is what memory.max_items and context_budget_chars are chosen from.
 """
@@ -55,11 +56,12 @@ K = 10
 KS_PLUGIN = (3, 5, 8, 10, 15, 20)
 #: the grid the tuning part searches (every other weight stays at its default)
 GRID: dict[str, tuple[float, ...]] = {
-    "rrf_k": (10.0, 30.0, 60.0),
-    "message_weight": (1.0, 1.6, 2.5, 4.0),
-    "vector_weight": (0.4, 0.6, 1.0),
+    "rrf_k": (10.0, 30.0),
+    "message_weight": (1.0, 1.6, 2.5),
+    "context_before": (0.0, 0.3, 0.6),
+    "context_after": (0.0, 0.5, 0.7, 0.9),
 }
-QUICK_GRID: dict[str, tuple[float, ...]] = {"rrf_k": (10.0, 60.0), "message_weight": (1.0, 1.6)}
+QUICK_GRID: dict[str, tuple[float, ...]] = {"message_weight": (1.0, 1.6), "context_after": (0.0, 0.7)}
 
 
 def rrf_fuse(rankings: Sequence[Sequence[str]], k: float = 60.0) -> list[str]:
@@ -71,20 +73,37 @@ def rrf_fuse(rankings: Sequence[Sequence[str]], k: float = 60.0) -> list[str]:
     return sorted(scores, key=lambda i: -scores[i])
 
 
-def baselines(conv: dict, emb: Any, depth: int = 50) -> dict[str, list[list[str]]]:
-    """BM25 (FTS5 Porter), vector and their RRF fusion over one conversation's raw turns."""
+def turns_around(conv: dict, ranked: Sequence[tuple[str, float]], before: float, after: float) -> list[str]:
+    """A ranking of turns with each hit's neighbours in its session scored as the engine scores them (the hit's
+    score times `before`/`after`): the engine's context step given to a baseline, so the table shows what
+    that step is worth on its own."""
+    order = [t[0] for t in conv["turns"]]
+    at = {dia: i for i, dia in enumerate(order)}
+    scores = dict(ranked)
+    for dia, score_ in ranked:
+        for j, weight in ((at[dia] - 1, before), (at[dia] + 1, after)):
+            if 0 <= j < len(order) and order[j].split(":")[0] == dia.split(":")[0] and weight > 0:
+                scores[order[j]] = max(scores.get(order[j], 0.0), score_ * weight)
+    return sorted(scores, key=lambda d: -scores[d])
+
+
+def baselines(conv: dict, emb: Any, depth: int = 50, context: tuple[float, float] = (0.0, 0.0),
+              ) -> dict[str, list[list[str]]]:
+    """BM25 (FTS5 Porter), vector and their RRF fusion over one conversation's raw turns, and BM25 with the
+    engine's turns-around step (`context` = before, after)."""
     ids = [t[0] for t in conv["turns"]]
     texts = [t[1] for t in conv["turns"]]
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
     db.executemany("INSERT INTO turns(rowid, body) VALUES (?, ?)", list(enumerate(texts)))
     mat = np.vstack([emb.embed(texts[i: i + 64]) for i in range(0, len(texts), 64)])
-    out: dict[str, list[list[str]]] = {"bm25": [], "vector": [], "bm25_vector_rrf": []}
+    out: dict[str, list[list[str]]] = {"bm25": [], "vector": [], "bm25_vector_rrf": [], "bm25_with_turns_around": []}
     for question, _, _ in conv["questions"]:
         words = tokens(question)
-        rows = db.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?",
+        rows = db.execute("SELECT rowid, -bm25(turns) FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?",
                           (fts5_match(words), depth)).fetchall() if words else []
         bm = [ids[r[0]] for r in rows]
+        out["bm25_with_turns_around"].append(turns_around(conv, [(ids[r], s) for r, s in rows], *context))
         vec = [ids[i] for i in np.argsort(-(mat @ emb.embed([question])[0]))[:depth]]
         out["bm25"].append(bm)
         out["vector"].append(vec)
@@ -195,16 +214,20 @@ async def main() -> None:
         tag = f"report_{report['group']}"
         figures[f"{tag}_tuned_on"] = tune["group"]
         figures[f"{tag}_tuned_settings"] = ", ".join(f"{k}={v:g}" for k, v in chosen.items())
-        base = {name: score(report, ret) for name, ret in baselines(report, emb).items()}
+        context = (chosen.get("context_before", 0.0), chosen.get("context_after", 0.0))
+        base = {name: score(report, ret) for name, ret in baselines(report, emb, context=context).items()}
+        windowed = base.pop("bm25_with_turns_around")
         rows[f"{tag}: mnemobus tuned on {tune['group']}"] = by_setting[best_i][report["group"]]
         rows[f"{tag}: mnemobus shipped defaults"] = score(report, [r[:] for r in defaults[report["group"]][0]])
         for name, table in base.items():
             rows[f"{tag}: {name}"] = table
+        rows[f"{tag}: bm25 with the tuned turns-around step"] = windowed
         best_base = {cat: max(t.get(cat, 0.0) for t in base.values()) for cat in [*CATEGORIES.values(), "overall"]}
         tuned = by_setting[best_i][report["group"]]
         figures[f"{tag}_hybrid_recall_at_10"] = tuned["overall"]
         figures[f"{tag}_best_baseline_recall_at_10"] = best_base["overall"]
         figures[f"{tag}_fusion_baseline_recall_at_10"] = base["bm25_vector_rrf"]["overall"]
+        figures[f"{tag}_bm25_with_turns_around_recall_at_10"] = windowed["overall"]
         targets[f"{tag}_overall_margin_0.05"] = tuned["overall"] >= best_base["overall"] + 0.05
         targets[f"{tag}_every_category"] = all(tuned.get(c, 0.0) >= best_base[c] for c in CATEGORIES.values()
                                                if c in tuned)

@@ -183,7 +183,7 @@ class RecallTuning(Section):
     """How recall weighs what it finds, for every recipe (recipes differ only in the methods they run).
 
     Only the keys set here override the recipes' own values (mnemobus/engine/recipes.py, the one place
-    defaults live); docs/recall.md says what each does and how the defaults were chosen."""
+    defaults live); the README's Recall quality says how the defaults were chosen."""
 
     rrf_k: float | None = Field(default=None, gt=0, description="reciprocal rank fusion constant: smaller favours top ranks")
     text_weight: float | None = Field(default=None, ge=0, description="weight of full-text (BM25) rankings")
@@ -194,6 +194,13 @@ class RecallTuning(Section):
     age_floor: float | None = Field(default=None, ge=0, le=1, description="least share of its score age leaves a fact")
     message_weight: float | None = Field(default=None, ge=0, description="a source message's score beside a "
                                          "fact's in the one ranking")
+    context_before: float | None = Field(default=None, ge=0, le=1, description="score a recalled message lends the "
+                                         "turn said before it, per step away (0: off)")
+    context_after: float | None = Field(default=None, ge=0, le=1, description="score a recalled message lends the "
+                                        "turn said after it, per step away (0: off)")
+    context_span: int | None = Field(default=None, ge=0, le=5, description="turns each side of a recalled message")
+    context_within_s: float | None = Field(default=None, gt=0, description="a turn further than this many seconds "
+                                           "from the recalled message is another conversation")
     forget_after_days: float | None = Field(default=None, gt=0, description="explicit forgetting: facts not observed "
                                             "this many days are not recalled (still stored); off unless set")
     retrieval_boost: float | None = Field(default=None, ge=0, le=1, description="weight of ln(1 + times recalled)")

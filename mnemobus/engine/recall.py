@@ -28,7 +28,7 @@ from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
 from mnemobus.limits import MAX_QUERY_CHARS
 from mnemobus.store.contract import GraphStore, Hit, Standing
-from mnemobus.store.model import Fact, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
+from mnemobus.store.model import Fact, Neighbour, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 
 MAX_GROUPS = 64
 
@@ -122,9 +122,13 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
     fused_ep = rrf(ep_rankings, recipe.rrf_k, ep_weights) if em else {}
     best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
 
-    rows, episodes = await store.gather([
+    anchors = best_ep[: query.max_episodes]
+    with_context = anchors and recipe.context_span > 0 and (recipe.context_before > 0 or recipe.context_after > 0)
+    rows, episodes, context = await store.gather([
         lambda: store.fact_standings(group, best) if best else _none(),
         lambda: store.get_episodes(group, best_ep) if best_ep else _none(),
+        lambda: store.episode_context(group, anchors, span=recipe.context_span, within_s=recipe.context_within_s)
+        if with_context else _none(),
     ])
     known = {r.id: r for r in rows}
     at_s = as_of.timestamp()
@@ -141,9 +145,27 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
         facts.append(WeighedFact(group, row, fused[fact_id] * weight))
     # a message is what was said when it was said: no age weighs on it (its date is shown beside it); aged,
     # the turns of older sessions, which are most of a long conversation's evidence, lost to newer facts
-    scored_eps = [ScoredEpisode(ep, fused_ep[ep.id] * recipe.message_weight) for ep in episodes
-                  if ep.reference_time <= as_of]
-    return facts, scored_eps
+    scored_eps = {ep.id: ScoredEpisode(ep, fused_ep[ep.id] * recipe.message_weight) for ep in episodes
+                  if ep.reference_time <= as_of}
+    return facts, with_turns_around(scored_eps, context, recipe, as_of)
+
+
+def with_turns_around(scored: dict[str, ScoredEpisode], context: Sequence[Neighbour], recipe: Recipe,
+                      as_of: datetime) -> list[ScoredEpisode]:
+    """The recalled messages and the turns said around them, each neighbour scored from the message it sits
+    beside (its own score when that is higher): the answer to a recalled question, the question a recalled
+    answer replies to. Only found messages lend a score; a neighbour lends none onward."""
+    out = dict(scored)
+    for near in context:
+        anchor = scored.get(near.anchor_id)
+        if anchor is None or near.episode.reference_time > as_of:
+            continue
+        weight = recipe.context_before if near.offset < 0 else recipe.context_after
+        lent = anchor.score * weight ** abs(near.offset)
+        held = out.get(near.episode.id)
+        if lent > 0 and (held is None or lent > held.score):
+            out[near.episode.id] = ScoredEpisode(near.episode, lent)
+    return list(out.values())
 
 
 async def _none() -> list[Any]:

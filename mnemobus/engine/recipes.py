@@ -24,10 +24,15 @@ class Recipe:
     min_fact_similarity: float = 0.2  # vector-only fact hits below this are noise
     decay_rate: float = 0.01  # per day since last observed: the age prior halves its span in about 70 days
     age_floor: float = 0.5  # the least share of its score age leaves a fact: decay ranks, never erases
-    # a source message's score beside a fact's (both fused ranks times their weight). This and vector_weight were
-    # chosen on each LoCoMo dev conversation and reported on the other (bench/bench_locomo_public.py); both folds
-    # chose the same values
+    # a source message's score beside a fact's (both fused ranks times their weight); this and the context weights
+    # below are chosen on one LoCoMo dev conversation and reported on the other (README, Recall quality)
     message_weight: float = 1.6
+    # the turns said around a recalled message, scored as that message's score times these weights per step away
+    # (0 turns it off): a question is answered in the next turn, a reply needs the one it answers
+    context_before: float = 0.6
+    context_after: float = 0.7
+    context_span: int = 1  # turns each side
+    context_within_s: float = 3600.0  # a turn further in time than this from the message is another talk
     forget_after_days: float | None = None  # explicit forgetting: facts not observed this long are not recalled
     # weight of ln(1 + retrieval count); off by default: recall counts every fact it returns, used or not, so a
     # boost returns generic facts again and again (a loop, not a usefulness signal; figures in README, Recall quality)

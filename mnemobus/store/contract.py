@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import anyio
 
 from mnemobus.groups import GroupId
-from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Vector
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour, Vector
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -223,6 +223,12 @@ class GraphStore(Protocol):
 
     async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
         """The named episodes of the group (missing ids skipped), in the order asked."""
+
+    async def episode_context(self, group_id: GroupId, episode_ids: Sequence[str], *, span: int,
+                              within_s: float) -> list[Neighbour]:
+        """For each named episode, the episodes said just before and after it in its group and channel: up to
+        `span` each side, each within `within_s` seconds of it, nearest first; order is reference time, then
+        id at a tie. A turn's meaning often sits in the turns around it (a question and its answer)."""
 
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
         """Remove every episode, entity, fact, link and embedding of the group."""

@@ -99,6 +99,15 @@ class RecallQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class Neighbour:
+    """An episode said next to another (`anchor_id`): `offset` -1 is the one just before it, +1 just after."""
+
+    anchor_id: str
+    offset: int
+    episode: Episode
+
+
+@dataclass(frozen=True, slots=True)
 class ScoredFact:
     fact: Fact
     score: float

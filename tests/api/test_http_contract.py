@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
@@ -148,6 +148,21 @@ async def test_search_ranks_facts_and_the_messages_they_came_from_in_one_order(a
     assert [m["uuid"] for m in messages] == [said] and messages[0]["episodes"] == [said]
     assert any(f["kind"] == "fact" and f["episodes"] == [said] for f in items)
     assert_shape(messages[0], FACT_FIELDS)  # an unmodified Graphiti client reads a message as a fact
+
+
+async def test_search_brings_the_reply_said_right_after_a_matching_message(api: Api, group_id: str) -> None:
+    start = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
+    turns = ["Which instrument should Mia learn next?", "The cello, she loved the school concert.",
+             "Unrelated: the boiler needs a new valve."]
+    r = await api.http.post("/messages", json={"group_id": group_id, "messages": [
+        {"role_type": "user" if i % 2 == 0 else "assistant", "role": "tester", "content": text,
+         "timestamp": (start + timedelta(seconds=i)).isoformat()} for i, text in enumerate(turns)]}, headers=api.auth)
+    question, reply, _ = r.json()["episode_uuids"]
+    await wait_for(lambda: api.store.count_episodes(group_id), 3)
+    found = (await api.http.post("/search", json={"group_ids": [group_id], "query": "which instrument for Mia?",
+                                                  "max_facts": 10}, headers=api.auth)).json()["facts"]
+    messages = [f["uuid"] for f in found if f["kind"] == "episode"]
+    assert messages[:2] == [question, reply]  # the reply shares no word with the query: it came as the context
 
 
 async def test_search_without_episodes_answers_facts_alone(api: Api, group_id: str) -> None:

@@ -227,3 +227,21 @@ async def test_own_counts_written_after_another_processs_write_do_not_skip_it(
     await trusting.flush_retrievals()  # v+2
     counted, invalidated = await trusting.get_facts(group, [works_at.id, likes.id])
     assert (counted.retrieval_count, invalidated.invalid_at) == (1, ended.invalid_at)
+
+
+async def test_the_turns_around_an_episode_come_from_the_mirror_as_the_server_gives_them(
+    trusting: Neo4jStore, server_only: Neo4jStore, group: GroupId
+) -> None:
+    said = [episode(group, f"t{i}", f"turn {i}", at=T0 + timedelta(seconds=i)) for i in range(5)]
+    said += [replace(episode(group, "x", "said in another channel", at=T0 + timedelta(seconds=2)), channel_id="c2"),
+             episode(group, "late", "an hour and more later", at=T0 + timedelta(hours=2))]
+    async with trusting.transaction() as tx:
+        for ep in said:
+            await tx.insert_episode(ep, screened=False, embedding=vec(ep.content))
+    assert await trusting.preload(group)
+    anchors = [said[0].id, said[2].id, said[4].id]
+    sent = count_round_trips(trusting)
+    mirrored = await trusting.episode_context(group, anchors, span=2, within_s=3600)
+    assert sent == []  # answered from memory
+    assert mirrored == await server_only.episode_context(group, anchors, span=2, within_s=3600)
+    assert len(mirrored) == 8  # t0: two after; t2: two each side; t4: two before (x, late: outside)

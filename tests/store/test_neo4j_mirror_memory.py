@@ -45,7 +45,8 @@ def _episode_rows(n: int, rnd: random.Random) -> list[dict[str, Any]]:
     return [{"id": f"{rnd.getrandbits(128):032x}", "v": np.random.rand(DIM).astype("<f4").tobytes() if i % 5 else None,
              "content": f"message {i}: I moved to a new flat near the river last week " * (1 + i % 3), "role": "user",
              "sm": f"discord:{rnd.getrandbits(60)}", "rt": T + i, "resp": None if i % 2 else f"Noted, {i}!",
-             "agent": "main", "platform": "discord", "channel": "c1", "ca": T + i}
+             "agent": "main", "platform": "discord", "channel": "c1", "ca": T + i, "speaker": "Ana",
+             "name": f"message {i}"}
             for i in range(n)]
 
 

@@ -22,6 +22,7 @@ thread over a snapshot of a table's rows; each table's lock keeps the two apart
 
 from __future__ import annotations
 
+import bisect
 import logging
 import sys
 import threading
@@ -48,6 +49,7 @@ NULL = ALWAYS  # a fact time that is None (created_at, expired_at, last_seen)
 ROW_OVERHEAD_BYTES = 150  # an entity or episode row: id string, position dict slot, id list slot
 FACT_ROW_BYTES = 700  # a fact row: that, its edge lists and list slots (columns, text and provenance counted as held)
 NAME_ENTRY_BYTES = 80  # a dict slot of an entity's name or an episode's fields (the values are counted as read)
+TALK_ENTRY_BYTES = 72  # an episode's (reference time, id) tuple and its slot in its channel's order
 KINDS = ("fact", "entity", "episode")
 Valid = Callable[[np.ndarray], np.ndarray]  # row positions -> which of them may be returned
 
@@ -68,12 +70,13 @@ _ENTITY_COLUMNS = f"n.id AS id, n.ver AS ver, {_V.format(p='n')}, n.name AS name
 _EPISODE_COLUMNS = (  # every episode: recall reads the rows of those its text or vector search found
     f"n.id AS id, n.ver AS ver, {_V.format(p='n')}, n.content AS content, n.role AS role, n.source_message_id AS sm, "
     f"{_US.format(p='n.reference_time')} AS rt, n.response AS resp, n.agent_id AS agent, n.platform AS platform, "
-    f"n.channel_id AS channel, {_US.format(p='n.created_at')} AS ca"
+    f"n.channel_id AS channel, {_US.format(p='n.created_at')} AS ca, n.speaker AS speaker, n.name AS name"
 )
 LOAD_COLUMNS: dict[str, tuple[str, ...]] = {
     "fact": ("id", "ver", "v", "va", "ia", "c", "s", "o", "rel", "et", "f", "ca", "xa", "ls", "sb", "rc", "eps", "sms"),
     "entity": ("id", "ver", "v", "name"),
-    "episode": ("id", "ver", "v", "content", "role", "sm", "rt", "resp", "agent", "platform", "channel", "ca"),
+    "episode": ("id", "ver", "v", "content", "role", "sm", "rt", "resp", "agent", "platform", "channel", "ca",
+                "speaker", "name"),
 }
 # (pattern, variable, label, columns) per kind
 _KINDS = {
@@ -336,7 +339,7 @@ _FACT_COLUMNS_HELD = (
 
 
 EPISODE_FIELDS = ("content", "role", "source_message_id", "reference_time", "response", "agent_id", "platform",
-                   "channel_id", "created_at")
+                   "channel_id", "created_at", "speaker", "name")
 
 
 def _sources(row: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -361,6 +364,9 @@ class GroupMirror:
     tables: dict[str, _Table] = field(init=False)
     names: dict[str, str] = field(init=False)  # entity id -> name, every entity (facts show their endpoints' names)
     episodes: dict[str, tuple[Any, ...]] = field(init=False)  # episode id -> its fields (EPISODE_FIELDS), every episode
+    # channel -> its episodes' (reference time, id), sorted when `_unsorted` names the channel: what
+    # `episode_context` walks (appended as rows arrive, sorted once before the next read, not per row)
+    talk: dict[str | None, list[tuple[int, str]]] = field(init=False)
     names_bytes: int = 0
     episodes_bytes: int = 0
 
@@ -369,6 +375,8 @@ class GroupMirror:
         self.tables = {"fact": self.facts, "entity": _Table(self.dim), "episode": _Table(self.dim)}
         self.names = {}
         self.episodes = {}
+        self.talk = {}
+        self._unsorted: set[str | None] = set()
 
     @property
     def nbytes(self) -> int:
@@ -400,10 +408,14 @@ class GroupMirror:
         if episode_id in self.episodes:
             return
         held = (row["content"], sys.intern(row["role"]), row["sm"], row["rt"], row["resp"],
-                *(None if row[k] is None else sys.intern(row[k]) for k in ("agent", "platform", "channel")), row["ca"])
+                *(None if row[k] is None else sys.intern(row[k]) for k in ("agent", "platform", "channel")), row["ca"],
+                None if row.get("speaker") is None else sys.intern(row["speaker"]), row.get("name"))
         self.episodes[episode_id] = held
-        self.episodes_bytes += (NAME_ENTRY_BYTES + sys.getsizeof(episode_id) + sys.getsizeof(held)
-                                + sum(sys.getsizeof(x) for x in held[:5] if x is not None))
+        channel = held[7]
+        self.talk.setdefault(channel, []).append((held[3], episode_id))
+        self._unsorted.add(channel)
+        self.episodes_bytes += (NAME_ENTRY_BYTES + TALK_ENTRY_BYTES + sys.getsizeof(episode_id) + sys.getsizeof(held)
+                                + sum(sys.getsizeof(x) for x in (*held[:5], held[10]) if x is not None))
 
     def _name(self, entity_id: str, name: str) -> None:
         old = self.names.get(entity_id)
@@ -435,7 +447,33 @@ class GroupMirror:
             held = self.episodes.get(episode_id)
             if held is None:
                 return None
-            out.append({"id": episode_id, **dict(zip(EPISODE_FIELDS, held, strict=True))})
+            out.append(self._episode_record(episode_id))
+        return out
+
+    def _episode_record(self, episode_id: str) -> dict[str, Any]:
+        return {"id": episode_id, **dict(zip(EPISODE_FIELDS, self.episodes[episode_id], strict=True))}
+
+    def episode_context(self, episode_ids: Sequence[str], span: int, within_s: float,
+                        ) -> list[tuple[str, int, dict[str, Any]]] | None:
+        """(anchor, offset, record) of the turns around each episode, as the store's `episode_context` orders
+        them; None when an anchor is not held (the server answers then)."""
+        for channel in self._unsorted:
+            self.talk[channel].sort()
+        self._unsorted.clear()
+        within_us = within_s * 1_000_000
+        out = []
+        for anchor in episode_ids:
+            held = self.episodes.get(anchor)
+            if held is None:
+                return None
+            at, order = held[3], self.talk[held[7]]
+            i = bisect.bisect_left(order, (at, anchor))
+            for sign in (-1, 1):
+                for step in range(1, span + 1):
+                    j = i + sign * step
+                    if not 0 <= j < len(order) or abs(order[j][0] - at) > within_us:
+                        break
+                    out.append((anchor, sign * step, self._episode_record(order[j][1])))
         return out
 
     def maintain_indexes(self, background: bool) -> None:

@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -23,7 +23,7 @@ from neo4j import exceptions as nx
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector, side_by_side
-from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
 from mnemobus.store.neo4j.coalesce import LANE_ANN, CoalescedReads
 from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, FACT_RETURN, NEW_EPOCH, NODE_ENTITY_MAP,
                                          NODE_EPISODE_MAP, RESET_RETRIEVALS, SCHEMA, TRANSIENT, VALID_AT, VERSION_OF,
@@ -43,6 +43,54 @@ from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class _NodeSearch:
+    """The Cypher of one node kind's searches: entities and episodes differ only in label and index names."""
+
+    kind: str
+    text: str
+    exact: str
+    ann: str
+    count: str
+    total: str
+
+
+def _node_search(kind: str, label: str) -> _NodeSearch:
+    return _NodeSearch(
+        kind=kind,
+        text=(f"CALL db.index.fulltext.queryNodes('mb_{kind}_text', $q, {{limit: $k}}) YIELD node AS n, score "
+              "WHERE n.group_id = $g RETURN n.id AS id, score"),
+        exact=(f"MATCH (n:{label} {{group_id: $g}}) WHERE n.embedding IS NOT NULL "
+               "WITH n, vector.similarity.cosine(n.embedding, $v) AS s ORDER BY s DESC, n.id LIMIT $k "
+               "RETURN n.id AS id, s"),
+        ann=(f"CALL db.index.vector.queryNodes('mb_{kind}_vec', $n, $v) YIELD node AS n, score "
+             "WHERE n.group_id = $g WITH n ORDER BY score DESC LIMIT $k2 "
+             "WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"),
+        count=f"MATCH (n:{label} {{group_id: $g}}) RETURN count(n) AS c",
+        total=f"MATCH (n:{label}) RETURN count(n) AS t",
+    )
+
+
+# the episodes just before and after each anchor in its group and channel, nearest first (see the contract)
+_SAME_TALK = ("MATCH (n:Episode {group_id: $g}) WHERE coalesce(n.channel_id, '') = coalesce(a.channel_id, '') "
+              "AND n.reference_time >= a.reference_time - duration({seconds: $within}) "
+              "AND n.reference_time <= a.reference_time + duration({seconds: $within}) ")
+EPISODE_CONTEXT = (
+    "UNWIND $ids AS x MATCH (a:Episode {id: x, group_id: $g}) "
+    "CALL { WITH a " + _SAME_TALK + "AND (n.reference_time < a.reference_time "
+    "  OR (n.reference_time = a.reference_time AND n.id < a.id)) "
+    "  WITH n ORDER BY n.reference_time DESC, n.id DESC LIMIT $span "
+    "  WITH collect(n) AS ns UNWIND range(0, size(ns) - 1) AS i RETURN ns[i] AS n, -(i + 1) AS o "
+    "UNION WITH a " + _SAME_TALK + "AND (n.reference_time > a.reference_time "
+    "  OR (n.reference_time = a.reference_time AND n.id > a.id)) "
+    "  WITH n ORDER BY n.reference_time, n.id LIMIT $span "
+    "  WITH collect(n) AS ns UNWIND range(0, size(ns) - 1) AS i RETURN ns[i] AS n, i + 1 AS o } "
+    f"RETURN a.id AS a, o, {NODE_EPISODE_MAP} AS n"
+)
+
+NODE_SEARCH = {"entity": _node_search("entity", "Entity"), "episode": _node_search("episode", "Episode")}
 
 
 class Neo4jStore(CoalescedReads):
@@ -192,8 +240,10 @@ class Neo4jStore(CoalescedReads):
             task.cancel()
             try:
                 await task
-            except BaseException:  # noqa: BLE001 - its work is finished just below
-                pass
+            except asyncio.CancelledError:
+                pass  # as asked: its work is finished just below
+            except Exception as exc:  # noqa: BLE001 - closing goes on; the counts are flushed just below
+                log.warning("the retrieval-count flusher had failed: %s", exc)
         if self._driver is not None:
             try:
                 await self.flush_retrievals()
@@ -484,6 +534,20 @@ class Neo4jStore(CoalescedReads):
             ids=list(episode_ids), g=group_id,
         )
         return [episode_from_row(r["n"]) for r in rows]
+
+    async def episode_context(self, group_id: GroupId, episode_ids: Sequence[str], *, span: int,
+                              within_s: float) -> list[Neighbour]:
+        """From the group's mirror when it holds every episode named (see `get_episodes`), else from the server."""
+        ids = list(dict.fromkeys(episode_ids))
+        if not ids or span <= 0:
+            return []
+        mirror = await self._mirror(group_id, confirm=False, load=False)
+        held = mirror.episode_context(ids, span, within_s) if mirror is not None else None
+        if held is not None:
+            return [Neighbour(a, o, episode_from_row({**r, "group_id": group_id})) for a, o, r in held]
+        rows = await self._shared_read(EPISODE_CONTEXT, ("a", "o", "n"), ids=ids, g=group_id, span=int(span),
+                                       within=float(within_s))
+        return [Neighbour(r["a"], int(r["o"]), episode_from_row(r["n"])) for r in rows]
 
     async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
         async def work(tx: AsyncManagedTransaction) -> DeleteCounts:
@@ -805,66 +869,31 @@ class Neo4jStore(CoalescedReads):
         return [Hit(r["id"], cosine_score(r["s"])) for r in rows]
 
     async def search_entities_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
-        q = lucene_terms(terms)
-        if not q or limit <= 0:
-            return []
-        rows = await self._shared_read(
-            "CALL db.index.fulltext.queryNodes('mb_entity_text', $q, {limit: $k}) YIELD node AS n, score "
-            "WHERE n.group_id = $g RETURN n.id AS id, score", ("id", "score"),
-            q=f"+gk:{group_key(group_id)} +({q})", g=group_id, k=int(limit),
-        )
-        return [Hit(r["id"], float(r["score"])) for r in rows]
+        return await self._node_text_search(NODE_SEARCH["entity"], group_id, terms, limit)
 
     async def search_entities_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
-        found = await self._mirror_search("entity", group_id, vector, int(limit))
-        if found is not None:
-            return found
-        params = {"g": group_id, "v": as_float_list(vector), "k": int(limit)}
-        exact = (
-            "MATCH (n:Entity {group_id: $g}) WHERE n.embedding IS NOT NULL "
-            "WITH n, vector.similarity.cosine(n.embedding, $v) AS s ORDER BY s DESC, n.id LIMIT $k "
-            "RETURN n.id AS id, s"
-        )
-        ann = (
-            "CALL db.index.vector.queryNodes('mb_entity_vec', $n, $v) YIELD node AS n, score "
-            "WHERE n.group_id = $g WITH n ORDER BY score DESC LIMIT $k2 "
-            "WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"
-        )
-        return await self._vector_search(
-            "entity", exact, ann, params,
-            "MATCH (n:Entity {group_id: $g}) RETURN count(n) AS c", "MATCH (n:Entity) RETURN count(n) AS t",
-        )
+        return await self._node_vector_search(NODE_SEARCH["entity"], group_id, vector, limit)
 
     async def search_episodes_text(self, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
-        q = lucene_terms(terms)
-        if not q or limit <= 0:
-            return []
-        rows = await self._shared_read(
-            "CALL db.index.fulltext.queryNodes('mb_episode_text', $q, {limit: $k}) YIELD node AS n, score "
-            "WHERE n.group_id = $g RETURN n.id AS id, score", ("id", "score"),
-            q=f"+gk:{group_key(group_id)} +({q})", g=group_id, k=int(limit),
-        )
-        return [Hit(r["id"], float(r["score"])) for r in rows]
+        return await self._node_text_search(NODE_SEARCH["episode"], group_id, terms, limit)
 
     async def search_episodes_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
-        found = await self._mirror_search("episode", group_id, vector, int(limit))
+        return await self._node_vector_search(NODE_SEARCH["episode"], group_id, vector, limit)
+
+    async def _node_text_search(self, q: _NodeSearch, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
+        words = lucene_terms(terms)
+        if not words or limit <= 0:
+            return []
+        rows = await self._shared_read(q.text, ("id", "score"), q=f"+gk:{group_key(group_id)} +({words})",
+                                       g=group_id, k=int(limit))
+        return [Hit(r["id"], float(r["score"])) for r in rows]
+
+    async def _node_vector_search(self, q: _NodeSearch, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
+        found = await self._mirror_search(q.kind, group_id, vector, int(limit))
         if found is not None:
             return found
         params = {"g": group_id, "v": as_float_list(vector), "k": int(limit)}
-        exact = (
-            "MATCH (n:Episode {group_id: $g}) WHERE n.embedding IS NOT NULL "
-            "WITH n, vector.similarity.cosine(n.embedding, $v) AS s ORDER BY s DESC, n.id LIMIT $k "
-            "RETURN n.id AS id, s"
-        )
-        ann = (
-            "CALL db.index.vector.queryNodes('mb_episode_vec', $n, $v) YIELD node AS n, score "
-            "WHERE n.group_id = $g WITH n ORDER BY score DESC LIMIT $k2 "
-            "WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"
-        )
-        return await self._vector_search(
-            "episode", exact, ann, params,
-            "MATCH (n:Episode {group_id: $g}) RETURN count(n) AS c", "MATCH (n:Episode) RETURN count(n) AS t",
-        )
+        return await self._vector_search(q.kind, q.exact, q.ann, params, q.count, q.total)
 
     async def walk(
         self,

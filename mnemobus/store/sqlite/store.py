@@ -31,7 +31,7 @@ from mnemobus.groups import GroupId
 from mnemobus.store.contract import (DeleteCounts, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn,
                                      in_turn)
 from mnemobus.store.fact_graph import FactGraph
-from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
 from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of, fact_of,
@@ -139,6 +139,10 @@ class SqliteStore:
         return await anyio.to_thread.run_sync(guarded)
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:  # inside run_reads, on its worker thread: the run's snapshot, no hop
+            return fn(conn)
+
         def borrowed() -> T:
             with self._borrow() as conn:
                 return fn(conn)
@@ -159,7 +163,7 @@ class SqliteStore:
                 conn.execute("BEGIN")
                 self._local.conn, self._local.graphs = conn, {}
                 try:
-                    return _complete(work(_InlineReads(self), prepared))
+                    return _complete(work(self, prepared))
                 finally:
                     self._local.conn = self._local.graphs = None
                     if conn.in_transaction:
@@ -247,6 +251,31 @@ class SqliteStore:
             ).fetchall()
             by_id = {r[0]: episode_of(r) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
+
+        return await self._read(q)
+
+    async def episode_context(self, group_id: GroupId, episode_ids: Sequence[str], *, span: int,
+                              within_s: float) -> list[Neighbour]:
+        ids = list(dict.fromkeys(episode_ids))
+        if not ids or span <= 0:
+            return []
+
+        def q(c: sqlite3.Connection) -> list[Neighbour]:
+            marks = ",".join("?" * len(ids))
+            anchors = c.execute(f"SELECT id, reference_time, channel_id FROM episodes WHERE +group_id = ? AND id IN ({marks})",
+                                (group_id, *ids)).fetchall()
+            out: list[Neighbour] = []
+            for anchor, t, channel in anchors:
+                for sign, cmp, order, edge in ((-1, "<", "DESC", t - within_s), (1, ">", "ASC", t + within_s)):
+                    rows = c.execute(
+                        f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE group_id = ? AND channel_id IS ?"
+                        f" AND reference_time BETWEEN min(?, ?) AND max(?, ?)"
+                        f" AND (reference_time {cmp} ? OR (reference_time = ? AND id {cmp} ?))"
+                        f" ORDER BY reference_time {order}, id {order} LIMIT ?",
+                        (group_id, channel, t, edge, t, edge, t, t, anchor, span),
+                    ).fetchall()
+                    out.extend(Neighbour(anchor, sign * (i + 1), episode_of(r)) for i, r in enumerate(rows))
+            return out
 
         return await self._read(q)
 
@@ -515,7 +544,9 @@ class SqliteStore:
     async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
         """Counted in memory, written with the next write transaction or, past 1,000 pending (a process that
         only reads), by a background thread on a connection of its own: recall never waits on a write, nor
-        fails with one (it took ~20-50 ms every hundred recalls when it ran inline)."""
+        fails with one (docs/performance.md)."""
+        if getattr(self._local, "conn", None) is not None:
+            raise RuntimeError("mark_retrieved may write: call it outside run_reads")
         with self._pending_lock:
             for fid in fact_ids:
                 self._pending_retrievals[fid] = self._pending_retrievals.get(fid, 0) + 1
@@ -722,24 +753,13 @@ class SqliteStore:
                 insert_fact_row(c, fact, vec)
 
 
-class _InlineReads(SqliteStore):
-    """The same store (its very attribute dict), with reads run on the calling worker thread."""
-
-    def __init__(self, store: SqliteStore) -> None:  # noqa: D107 - shares state rather than initialising it
-        self.__dict__ = store.__dict__
-
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return fn(self._local.conn)
-
-    async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
-        raise RuntimeError("mark_retrieved may write: call it outside run_reads")
-
-
 def _complete(coro: Awaitable[T]) -> T:
-    """Run a coroutine that never suspends to its end, on the calling thread.
+    """Run a coroutine that never suspends to its end, on the calling worker thread.
 
-    The works given to `run_transactions` await only an inline SqliteTxn,
-    whose methods return without suspending, so one `send` finishes them.
+    The store's contract is async, but a whole recall (`run_reads`) or a batch
+    of ingests (`run_transactions`) costs one thread hop, not one per query:
+    inside them every read and write returns without suspending, so one `send`
+    finishes the work. A work that awaits anything else is refused, not hung.
     """
     if not isinstance(coro, Coroutine):
         raise TypeError(f"a transaction work must be a coroutine, got {type(coro).__name__}")
@@ -748,4 +768,4 @@ def _complete(coro: Awaitable[T]) -> T:
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
     coro.close()
-    raise RuntimeError("a one-hop transaction awaited something other than its WriteTxn")
+    raise RuntimeError("a one-hop work (run_reads or run_transactions) awaited something that suspends")
