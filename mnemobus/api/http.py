@@ -59,6 +59,13 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (503, "store unavailable; retry"), (504, "the memory service did not answer in time"))}
 
 
+async def _current_service(request: Request) -> MemoryService:
+    return request.app.state.service  # type: ignore[no-any-return]
+
+
+Served = Annotated[MemoryService, Depends(_current_service)]
+
+
 def create_app(service: MemoryService) -> FastAPI:
     """The app for one service; no globals, so tests and the role each build their own."""
     api_key = service.config.api_key.get_secret_value() if service.config.api_key else None
@@ -74,6 +81,8 @@ def create_app(service: MemoryService) -> FastAPI:
     app = FastAPI(title="mnemobus memory API", version=__version__, docs_url=None, redoc_url=None,
                   description="Graphiti-compatible REST API over the mnemobus memory service.",
                   max_body_size=MAX_HTTP_BODY_BYTES, responses=ERROR_RESPONSES)
+    app.state.service = service  # endpoints take it from the request: FastAPI caches endpoint functions for
+    # the process's life, and a closure over the service would keep every runtime an app was built for alive
     http_errors = service.rt.metrics.http_errors
     app.add_middleware(ErrorGuard, on_error=lambda kind: http_errors.labels(kind=kind).inc())
     guarded = [Depends(require_key)]
@@ -107,7 +116,7 @@ def create_app(service: MemoryService) -> FastAPI:
         return JSONResponse({"detail": "the memory service did not answer in time"}, status_code=504)
 
     @app.get("/healthcheck", response_model=HealthResult)
-    async def healthcheck() -> JSONResponse:
+    async def healthcheck(service: Served) -> JSONResponse:
         """Graphiti's exact body when healthy; the reason only when not (a 503), for whoever is paged."""
         ok, why = await service.health()
         if ok:
@@ -115,55 +124,56 @@ def create_app(service: MemoryService) -> FastAPI:
         return JSONResponse(HealthResult(status="unhealthy", store=why).model_dump(), status_code=503)
 
     @app.post("/messages", status_code=202, response_model=AcceptedResult, dependencies=guarded)
-    async def add_messages(req: AddMessagesRequest) -> AcceptedResult:
+    async def add_messages(req: AddMessagesRequest, service: Served) -> AcceptedResult:
         ids = await service.add_messages(req.group_id, req.messages)
         return AcceptedResult(message="Messages added to processing queue", success=True, episode_uuids=ids)
 
     @app.post("/search", response_model=SearchResults, dependencies=guarded)
-    async def search(query: SearchQuery) -> SearchResults:
+    async def search(query: SearchQuery, service: Served) -> SearchResults:
         found = await service.search(query.group_ids, query.query, query.max_facts, query.as_of,
                                      episodes=query.include_episodes)
         return SearchResults(facts=FactResult.ranked(found))
 
     @app.post("/get-memory", response_model=GetMemoryResponse, dependencies=guarded)
-    async def get_memory(req: GetMemoryRequest) -> GetMemoryResponse:
+    async def get_memory(req: GetMemoryRequest, service: Served) -> GetMemoryResponse:
         found = await service.search([req.group_id], message_query(req.messages), req.max_facts,
                                      episodes=req.include_episodes)
         return GetMemoryResponse(facts=FactResult.ranked(found))
 
     @app.get("/episodes/{group_id}", response_model=list[EpisodeResult], dependencies=guarded)
-    async def episodes(group_id: GroupIdField, last_n: Annotated[int, Query(ge=1, le=1000)]) -> list[EpisodeResult]:
+    async def episodes(group_id: GroupIdField, last_n: Annotated[int, Query(ge=1, le=1000)],
+                       service: Served) -> list[EpisodeResult]:
         # the last_n newest, oldest first: Graphiti's retrieve_episodes reverses its newest-first query
         return [EpisodeResult.of(e) for e in reversed(await service.episodes(group_id, last_n))]
 
     @app.get("/entity-edge/{uuid}", response_model=FactResult, dependencies=guarded)
-    async def get_entity_edge(uuid: str) -> FactResult:
+    async def get_entity_edge(uuid: str, service: Served) -> FactResult:
         return FactResult.of(await service.locate_fact(uuid))
 
     @app.delete("/entity-edge/{uuid}", response_model=DeleteResult, dependencies=guarded)
-    async def delete_entity_edge(uuid: str) -> DeleteResult:
+    async def delete_entity_edge(uuid: str, service: Served) -> DeleteResult:
         c = await service.delete_fact(uuid)
         return DeleteResult(message="Entity Edge deleted", success=True, facts=c.facts)
 
     @app.post("/entity-node", status_code=201, response_model=EntityResult, dependencies=guarded,
               responses={409: {"model": ErrorDetail, "description": "the name or id is already an entity"}})
-    async def add_entity_node(req: AddEntityNodeRequest) -> EntityResult:
+    async def add_entity_node(req: AddEntityNodeRequest, service: Served) -> EntityResult:
         return EntityResult.of(await service.add_entity(req.group_id, req.uuid, req.name, req.summary))
 
     @app.delete("/group/{group_id}", response_model=DeleteResult, dependencies=guarded)
-    async def delete_group(group_id: GroupIdField) -> DeleteResult:
+    async def delete_group(group_id: GroupIdField, service: Served) -> DeleteResult:
         c = await service.delete_group(group_id)
         return DeleteResult(message="Group deleted", success=True, episodes=c.episodes, entities=c.entities,
                             facts=c.facts)
 
     @app.delete("/episode/{uuid}", response_model=DeleteResult, dependencies=guarded)
-    async def delete_episode(uuid: str) -> DeleteResult:
+    async def delete_episode(uuid: str, service: Served) -> DeleteResult:
         c = await service.delete_episode(uuid)
         return DeleteResult(message="Episode deleted", success=True, episodes=c.episodes, entities=c.entities,
                             facts=c.facts)
 
     @app.post("/clear", response_model=DeleteResult, dependencies=guarded)
-    async def clear() -> DeleteResult:
+    async def clear(service: Served) -> DeleteResult:
         c = await service.clear()
         return DeleteResult(message="Graph cleared", success=True, episodes=c.episodes, entities=c.entities,
                             facts=c.facts)

@@ -40,6 +40,16 @@ class _Server(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's serve, and its listening sockets closed however it ends: cancelled mid-way (a task group
+        torn down without waiting for the drain), uvicorn leaves them registered on the event loop, which then
+        keeps the app, and through it the whole runtime, alive."""
+        try:
+            await super().serve(sockets)
+        finally:
+            for server in getattr(self, "servers", []):
+                server.close()
+
 
 def bind(host: str, port: int) -> socket.socket:
     """Bind before serving, so a port of 0 is known before anyone is told the URL."""
