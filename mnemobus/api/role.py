@@ -3,7 +3,8 @@ when a role starts."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -14,15 +15,19 @@ if TYPE_CHECKING:
     from mnemobus.runtime import Runtime
 
 
-async def start_api(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    from mnemobus.api.service import run_api
+async def _imported(module: str, name: str) -> Any:
+    """Imported on a worker thread: FastAPI, uvicorn and the models take ~0.5 s to import, which on the event loop
+    stalled the plugin's requests in the same process (its lag guard then skipped recall for them)."""
+    return getattr(await anyio.to_thread.run_sync(importlib.import_module, module), name)
 
+
+async def start_api(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    run_api = await _imported("mnemobus.api.service", "run_api")
     await run_api(rt, task_status=task_status)
 
 
 async def start_mcp(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    from mnemobus.api.mcp_door import run_mcp_http
-
+    run_mcp_http = await _imported("mnemobus.api.mcp_door", "run_mcp_http")
     await run_mcp_http(rt, task_status=task_status)
 
 

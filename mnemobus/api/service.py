@@ -97,7 +97,8 @@ async def run_api(rt: "Runtime", *, api: ApiSettings | None = None,
         await nats_api.start()
         server: _Server | None = None
         if svc.config.http:
-            server, rt.extra[EXTRA_URL] = await start_http(tg, create_app(svc), svc.config.host, svc.config.port,
+            app = await anyio.to_thread.run_sync(create_app, svc)  # building the routes' models takes a while
+            server, rt.extra[EXTRA_URL] = await start_http(tg, app, svc.config.host, svc.config.port,
                                                            drain_timeout_s=svc.config.drain_timeout_s)
             log.info("memory API on %s (Graphiti-compatible) and NATS memory.api.*", rt.extra[EXTRA_URL])
         task_status.started()
