@@ -98,3 +98,9 @@ NER_TYPES = {"PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place",
 
 LIKE_VERBS = {"like": "likes", "love": "likes", "enjoy": "likes", "adore": "likes", "prefer": "prefers",
               "hate": "dislikes", "dislike": "dislikes", "detest": "dislikes", "loathe": "dislikes"}
+
+#: what one goes to as an occasion, not a place: "I'm going to a conference", "going to a concert on Friday"
+EVENT_NOUNS = frozenset("""conference concert festival fest gig show class lesson workshop seminar course party wedding
+funeral meeting meetup retreat camp game match race marathon tournament competition comp parade rally fair exhibition
+expo convention ceremony graduation reunion event session webinar lecture screening premiere recital audition
+interview appointment performance play musical opera ballet exam hearing rehearsal practice""".split())

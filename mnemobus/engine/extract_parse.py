@@ -50,8 +50,9 @@ _PLAN_VERBS = frozenset({"go", "fly", "travel", "visit", "head", "drive"})
 _NOT_EVENTS = frozenset("""be have do say tell talk speak chat think know feel see hear look watch seem mean want need
 wish hope guess wonder realise realize remember forget agree thank appreciate miss care matter let try mind bet
 reckon suppose believe understand imagine love like enjoy hate prefer help sound get ask answer reply call text
-message email wait happen leave stay sleep rest switch move migrate change replace decide relocate quit stop start
-begin join adopt sell break""".split())
+message email wait happen leave stay sleep rest switch move migrate change replace decide relocate quit stop
+join adopt sell break""".split())  # start/begin with a thing are events ("I started my own clothing store");
+# with a verb they are handled before (`start` + xcomp)
 _EVENT_PREPS = ("to", "at", "for", "in", "with", "on", "into", "from", "about")
 
 
@@ -619,6 +620,9 @@ class _Reader:
             if obj is not None and (obj.type == "place" or o.pos_ == "PROPN"):
                 self.add(subject, "plans_to_visit" if future else "visited", replace(obj, type="place"),
                          None if future else self.when(verb, False))
+            elif obj is not None and future and prep == "to" and o.lemma_.lower() in lex.EVENT_NOUNS:
+                # "I'm going to a transgender conference this month": a plan, kept with the time it names
+                self.add(subject, "plans_to_attend", replace(obj, type="event"), self.when(verb, True))
         if verb.lemma_.lower() == "visit":
             for o in self.objects(verb):
                 obj = self.name(o)

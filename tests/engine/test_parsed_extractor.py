@@ -107,3 +107,18 @@ def test_time_phrases_resolve_against_the_message_time(phrase: str, future: bool
 
 def test_a_habit_on_a_weekday_is_no_date() -> None:
     assert resolve("I swim on Fridays", AT) is None
+
+
+def test_going_to_an_occasion_is_a_plan_to_attend_it_with_its_time() -> None:
+    facts = read("I'm going to a jazz concert next Friday.").facts
+    assert [(f.subject, f.relation, f.object, f.object_type) for f in facts] == [
+        ("Dana", "plans_to_attend", "jazz concert", "event")]
+    assert facts[0].valid_from == resolve("next Friday", AT, future=True)
+
+
+def test_going_to_a_room_is_no_plan_to_attend() -> None:
+    assert not any(f.relation == "plans_to_attend" for f in read("I'm going to the kitchen.").facts)
+
+
+def test_starting_a_thing_is_an_event() -> None:
+    assert ("Dana", "start", "bakery") in triples("I started my own bakery last year.")
