@@ -28,6 +28,10 @@ class PipelineMetrics:
             buckets=_LATENCY_BUCKETS, registry=r)
         self.dead_letters = Counter(
             "mnemobus_dead_letters_total", "Messages dead-lettered, by reason", ["reason"], registry=r)
+        self.dead_letter_errors = Counter(
+            "mnemobus_dead_letter_errors_total", "Dead letters the stream would not take, by reason: a worker leaves "
+            "the episode for redelivery, a core-NATS endpoint (the plugin's requests) loses the message", ["reason"],
+            registry=r)
         self.requests = Counter(
             "mnemobus_requests_total", "Skill requests by enrichment status "
             "(enriched, empty, skipped, disabled, timeout, error)", ["status"], registry=r)

@@ -53,6 +53,10 @@ class DeadLetterPublisher:
             truncated=truncated,
             extra_info=extra or {},
         )
-        self.metrics.dead_letters.labels(reason=reason).inc()
+        try:
+            await self.bus.js_publish(subjects.dlq(group), letter.to_wire(), headers={"Mnemobus-Reason": reason})
+        except Exception:
+            self.metrics.dead_letter_errors.labels(reason=reason).inc()  # the caller says what becomes of it
+            raise
+        self.metrics.dead_letters.labels(reason=reason).inc()  # counted once it is stored, not before
         log.warning("dead-lettered message from %s to group %s: %s: %s", original_subject, group, reason, error[:300])
-        await self.bus.js_publish(subjects.dlq(group), letter.to_wire(), headers={"Mnemobus-Reason": reason})

@@ -137,14 +137,18 @@ class Endpoint:
     async def _reject(self, ctx: MessageContext, reason: str, detail: str) -> None:
         self.last_error = f"{reason}: {detail}"
         log.warning("rejected message on %s: %s: %s", ctx.subject, reason, detail[:300])
-        try:
-            if ctx.reply:
+        if ctx.reply:
+            try:
                 reply = ErrorReply(error=f"{reason}: {detail}", reason=reason, subject=ctx.subject)
                 await self.bus.publish(ctx.reply, reply.to_wire())
+            except Exception as exc:  # noqa: BLE001 - the dead letter below still keeps the message
+                self.metrics.reply_errors.inc()
+                log.warning("could not send the error reply for a message from %s: %s", ctx.subject, exc)
+        try:
             await self.dlq.send(reason=reason, error=detail, original_subject=ctx.subject, data=ctx.data,
                                 headers=ctx.headers, group_id=ctx.group_id)
-        except Exception:
-            log.exception("could not report the rejected message from %s", ctx.subject)
+        except Exception:  # counted by the dead-letter queue (mnemobus_dead_letter_errors_total)
+            log.exception("could not dead-letter the rejected message from %s: it is lost", ctx.subject)
 
     async def drain(self, timeout_s: float = 30.0) -> None:
         """Stop taking messages, then wait for the ones in flight."""

@@ -2,8 +2,10 @@
 
 import json
 
+import anyio
 import pytest
 from nats.errors import MaxPayloadError
+from nats.js.api import DiscardPolicy
 
 from mnemobus import subjects
 from mnemobus.envelope import EpisodeMessage, Reply
@@ -160,3 +162,18 @@ async def test_an_answer_that_cannot_be_published_still_leaves_the_exchange_in_m
     assert (await ask(pipeline, req))["content"].startswith("Noted")
     assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
     assert pipeline.metrics.reply_errors._value.get() == 1
+
+
+async def test_a_dead_letter_the_stream_refuses_is_counted_and_the_requester_still_told(pipeline):
+    config = (await pipeline.bus.js.stream_info(subjects.DLQ_STREAM)).config
+    config.max_msgs, config.discard = 1, DiscardPolicy.NEW  # room for one dead letter, the next is refused
+    await pipeline.bus.js.update_stream(config)
+    sample = pipeline.metrics.registry.get_sample_value
+    for data in (b"not json at all", b"not json either"):
+        assert (await _raw(pipeline, data))["reason"] == "malformed_json"  # the requester is told either way
+    with anyio.move_on_after(5):  # the error reply goes out first, the dead letter after it
+        while not sample("mnemobus_dead_letter_errors_total", {"reason": "malformed_json"}):
+            await anyio.sleep(0.02)
+    assert sample("mnemobus_dead_letter_errors_total", {"reason": "malformed_json"}) == 1
+    assert sample("mnemobus_dead_letters_total", {"reason": "malformed_json"}) == 1  # only the one kept
+    await _still_serving(pipeline)
