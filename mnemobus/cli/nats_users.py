@@ -32,8 +32,8 @@ def write_users(out: Path, roles: list[str]) -> dict[str, str]:
     write_private(out / "authorization.conf", nats_authorization(passwords))
     for role, password in passwords.items():
         write_private(out / f"{role}.env", f"# {ROLES[role].about}\nMNEMOBUS_NATS__USER={role}\n"
-                                            f"MNEMOBUS_NATS__PASSWORD={password}\n"
-                                            "MNEMOBUS_NATS__PERMISSIONS_ENFORCED=true\n")
+                                           f"MNEMOBUS_NATS__PASSWORD={password}\n"
+                                           "MNEMOBUS_NATS__PERMISSIONS_ENFORCED=true\n")
     return passwords
 
 

@@ -123,7 +123,7 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
     best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
 
     anchors = best_ep[: query.max_episodes]
-    with_context = anchors and recipe.context_span > 0 and (recipe.context_before > 0 or recipe.context_after > 0)
+    with_context = bool(anchors) and recipe.context_span > 0 and (recipe.context_before > 0 or recipe.context_after > 0)
     rows, episodes, context = await store.gather([
         lambda: store.fact_standings(group, best) if best else _none(),
         lambda: store.get_episodes(group, best_ep) if best_ep else _none(),

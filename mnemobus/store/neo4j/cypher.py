@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from neo4j import exceptions as nx
 
@@ -204,3 +205,49 @@ PREFETCH = (
 )
 
 
+@dataclass(frozen=True)
+class NodeSearch:
+    """The Cypher of one node kind's searches: entities and episodes differ only in label and index names."""
+
+    kind: str
+    text: str
+    exact: str
+    ann: str
+    count: str
+    total: str
+
+
+def _node_search(kind: str, label: str) -> NodeSearch:
+    return NodeSearch(
+        kind=kind,
+        text=(f"CALL db.index.fulltext.queryNodes('mb_{kind}_text', $q, {{limit: $k}}) YIELD node AS n, score "
+              "WHERE n.group_id = $g RETURN n.id AS id, score"),
+        exact=(f"MATCH (n:{label} {{group_id: $g}}) WHERE n.embedding IS NOT NULL "
+               "WITH n, vector.similarity.cosine(n.embedding, $v) AS s ORDER BY s DESC, n.id LIMIT $k "
+               "RETURN n.id AS id, s"),
+        ann=(f"CALL db.index.vector.queryNodes('mb_{kind}_vec', $n, $v) YIELD node AS n, score "
+             "WHERE n.group_id = $g WITH n ORDER BY score DESC LIMIT $k2 "
+             "WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"),
+        count=f"MATCH (n:{label} {{group_id: $g}}) RETURN count(n) AS c",
+        total=f"MATCH (n:{label}) RETURN count(n) AS t",
+    )
+
+
+# the episodes just before and after each anchor in its group and channel, nearest first (see the contract)
+_SAME_TALK = ("MATCH (n:Episode {group_id: $g}) WHERE coalesce(n.channel_id, '') = coalesce(a.channel_id, '') "
+              "AND n.reference_time >= a.reference_time - duration({seconds: $within}) "
+              "AND n.reference_time <= a.reference_time + duration({seconds: $within}) ")
+EPISODE_CONTEXT = (
+    "UNWIND $ids AS x MATCH (a:Episode {id: x, group_id: $g}) "
+    "CALL { WITH a " + _SAME_TALK + "AND (n.reference_time < a.reference_time "
+    "  OR (n.reference_time = a.reference_time AND n.id < a.id)) "
+    "  WITH n ORDER BY n.reference_time DESC, n.id DESC LIMIT $span "
+    "  WITH collect(n) AS ns UNWIND range(0, size(ns) - 1) AS i RETURN ns[i] AS n, -(i + 1) AS o "
+    "UNION WITH a " + _SAME_TALK + "AND (n.reference_time > a.reference_time "
+    "  OR (n.reference_time = a.reference_time AND n.id > a.id)) "
+    "  WITH n ORDER BY n.reference_time, n.id LIMIT $span "
+    "  WITH collect(n) AS ns UNWIND range(0, size(ns) - 1) AS i RETURN ns[i] AS n, i + 1 AS o } "
+    f"RETURN a.id AS a, o, {NODE_EPISODE_MAP} AS n"
+)
+
+NODE_SEARCH = {"entity": _node_search("entity", "Entity"), "episode": _node_search("episode", "Episode")}

@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -25,9 +25,9 @@ from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector, side_by_side
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
 from mnemobus.store.neo4j.coalesce import LANE_ANN, CoalescedReads
-from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, FACT_RETURN, NEW_EPOCH, NODE_ENTITY_MAP,
-                                         NODE_EPISODE_MAP, RESET_RETRIEVALS, SCHEMA, TRANSIENT, VALID_AT, VERSION_OF,
-                                         VERSION_QUERY)
+from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, EPISODE_CONTEXT, FACT_RETURN, NEW_EPOCH,
+                                         NODE_ENTITY_MAP, NODE_EPISODE_MAP, NODE_SEARCH, RESET_RETRIEVALS, SCHEMA,
+                                         TRANSIENT, VALID_AT, VERSION_OF, VERSION_QUERY, NodeSearch)
 from mnemobus.store.neo4j.mirror import (DELTA, KINDS, LOAD_COLUMNS, PAGE, SIZES, UNSTAMPED, GroupMirror,
                                          MirrorCache)
 from mnemobus.store.neo4j.rows import (as_float_list, cosine_score, drop_facts, entity_from_row, entity_params,
@@ -43,54 +43,6 @@ from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 P = TypeVar("P")
-
-
-@dataclass(frozen=True)
-class _NodeSearch:
-    """The Cypher of one node kind's searches: entities and episodes differ only in label and index names."""
-
-    kind: str
-    text: str
-    exact: str
-    ann: str
-    count: str
-    total: str
-
-
-def _node_search(kind: str, label: str) -> _NodeSearch:
-    return _NodeSearch(
-        kind=kind,
-        text=(f"CALL db.index.fulltext.queryNodes('mb_{kind}_text', $q, {{limit: $k}}) YIELD node AS n, score "
-              "WHERE n.group_id = $g RETURN n.id AS id, score"),
-        exact=(f"MATCH (n:{label} {{group_id: $g}}) WHERE n.embedding IS NOT NULL "
-               "WITH n, vector.similarity.cosine(n.embedding, $v) AS s ORDER BY s DESC, n.id LIMIT $k "
-               "RETURN n.id AS id, s"),
-        ann=(f"CALL db.index.vector.queryNodes('mb_{kind}_vec', $n, $v) YIELD node AS n, score "
-             "WHERE n.group_id = $g WITH n ORDER BY score DESC LIMIT $k2 "
-             "WITH n, vector.similarity.cosine(n.embedding, $v) AS s RETURN n.id AS id, s ORDER BY s DESC, n.id LIMIT $k"),
-        count=f"MATCH (n:{label} {{group_id: $g}}) RETURN count(n) AS c",
-        total=f"MATCH (n:{label}) RETURN count(n) AS t",
-    )
-
-
-# the episodes just before and after each anchor in its group and channel, nearest first (see the contract)
-_SAME_TALK = ("MATCH (n:Episode {group_id: $g}) WHERE coalesce(n.channel_id, '') = coalesce(a.channel_id, '') "
-              "AND n.reference_time >= a.reference_time - duration({seconds: $within}) "
-              "AND n.reference_time <= a.reference_time + duration({seconds: $within}) ")
-EPISODE_CONTEXT = (
-    "UNWIND $ids AS x MATCH (a:Episode {id: x, group_id: $g}) "
-    "CALL { WITH a " + _SAME_TALK + "AND (n.reference_time < a.reference_time "
-    "  OR (n.reference_time = a.reference_time AND n.id < a.id)) "
-    "  WITH n ORDER BY n.reference_time DESC, n.id DESC LIMIT $span "
-    "  WITH collect(n) AS ns UNWIND range(0, size(ns) - 1) AS i RETURN ns[i] AS n, -(i + 1) AS o "
-    "UNION WITH a " + _SAME_TALK + "AND (n.reference_time > a.reference_time "
-    "  OR (n.reference_time = a.reference_time AND n.id > a.id)) "
-    "  WITH n ORDER BY n.reference_time, n.id LIMIT $span "
-    "  WITH collect(n) AS ns UNWIND range(0, size(ns) - 1) AS i RETURN ns[i] AS n, i + 1 AS o } "
-    f"RETURN a.id AS a, o, {NODE_EPISODE_MAP} AS n"
-)
-
-NODE_SEARCH = {"entity": _node_search("entity", "Entity"), "episode": _node_search("episode", "Episode")}
 
 
 class Neo4jStore(CoalescedReads):
@@ -880,7 +832,7 @@ class Neo4jStore(CoalescedReads):
     async def search_episodes_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
         return await self._node_vector_search(NODE_SEARCH["episode"], group_id, vector, limit)
 
-    async def _node_text_search(self, q: _NodeSearch, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
+    async def _node_text_search(self, q: NodeSearch, group_id: GroupId, terms: Sequence[str], limit: int) -> list[Hit]:
         words = lucene_terms(terms)
         if not words or limit <= 0:
             return []
@@ -888,7 +840,7 @@ class Neo4jStore(CoalescedReads):
                                        g=group_id, k=int(limit))
         return [Hit(r["id"], float(r["score"])) for r in rows]
 
-    async def _node_vector_search(self, q: _NodeSearch, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
+    async def _node_vector_search(self, q: NodeSearch, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
         found = await self._mirror_search(q.kind, group_id, vector, int(limit))
         if found is not None:
             return found

@@ -262,17 +262,17 @@ class SqliteStore:
 
         def q(c: sqlite3.Connection) -> list[Neighbour]:
             marks = ",".join("?" * len(ids))
-            anchors = c.execute(f"SELECT id, reference_time, channel_id FROM episodes WHERE +group_id = ? AND id IN ({marks})",
-                                (group_id, *ids)).fetchall()
+            anchors = c.execute(f"SELECT id, reference_time, channel_id FROM episodes"
+                                f" WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)).fetchall()
             out: list[Neighbour] = []
             for anchor, t, channel in anchors:
-                for sign, cmp, order, edge in ((-1, "<", "DESC", t - within_s), (1, ">", "ASC", t + within_s)):
+                for sign, cmp, order, lo, hi in ((-1, "<", "DESC", t - within_s, t), (1, ">", "ASC", t, t + within_s)):
                     rows = c.execute(
                         f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE group_id = ? AND channel_id IS ?"
-                        f" AND reference_time BETWEEN min(?, ?) AND max(?, ?)"
+                        f" AND reference_time BETWEEN ? AND ?"
                         f" AND (reference_time {cmp} ? OR (reference_time = ? AND id {cmp} ?))"
                         f" ORDER BY reference_time {order}, id {order} LIMIT ?",
-                        (group_id, channel, t, edge, t, edge, t, t, anchor, span),
+                        (group_id, channel, lo, hi, t, t, anchor, span),
                     ).fetchall()
                     out.extend(Neighbour(anchor, sign * (i + 1), episode_of(r)) for i, r in enumerate(rows))
             return out
