@@ -90,7 +90,7 @@ fun sense point""".split())
 EVALUATIVE = frozenset("""small big large huge tiny little new old nice great good lovely amazing awesome cute
 beautiful wonderful fantastic terrible awful bad best worst favourite favorite real own local first second last
 whole entire same other few many several certain particular main fine brilliant incredible gorgeous proper
-rescue""".split())
+rescue lucky happy proud busy blessed grateful strong tough different better changed true""".split())
 
 NER_TYPES = {"PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place", "ORG": "organization",
              "PRODUCT": "product", "EVENT": "event", "WORK_OF_ART": "product", "NORP": "concept",
@@ -103,4 +103,10 @@ LIKE_VERBS = {"like": "likes", "love": "likes", "enjoy": "likes", "adore": "like
 EVENT_NOUNS = frozenset("""conference concert festival fest gig show class lesson workshop seminar course party wedding
 funeral meeting meetup retreat camp game match race marathon tournament competition comp parade rally fair exhibition
 expo convention ceremony graduation reunion event session webinar lecture screening premiere recital audition
-interview appointment performance play musical opera ballet exam hearing rehearsal practice""".split())
+interview appointment performance play musical opera ballet exam hearing rehearsal practice picnic trip vacation holiday
+getaway barbecue bbq cookout potluck sleepover hike excursion tour cruise""".split())
+
+# who someone says they are ("I'm a single parent", "I'm a transgender woman"): kept as an "is" fact about the speaker
+IDENTITIES = frozenset("""father mother mum mom dad grandmother grandfather grandparent parent woman man student
+introvert extrovert veteran immigrant vegan vegetarian christian muslim jew buddhist atheist twin newlywed
+retiree""".split())

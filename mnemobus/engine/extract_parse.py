@@ -54,6 +54,11 @@ message email wait happen leave stay sleep rest switch move migrate change repla
 join adopt sell break""".split())  # start/begin with a thing are events ("I started my own clothing store");
 # with a verb they are handled before (`start` + xcomp)
 _EVENT_PREPS = ("to", "at", "for", "in", "with", "on", "into", "from", "about")
+# verbs too light to say what someone habitually does or aims at ("I make sure", "I keep it up", "I use it")
+_LIGHT = frozenset("""be have do make keep put take give use find show share send bring set let go come get try check reach
+spend cause turn run lose win hold face handle deal push tackle accept""".split())
+# "I chose to go to networking events", "I had to shut down my account": the lead verb tells when it was done
+_LEADS = frozenset({"choose", "manage", "have", "need", "get", "decide", "arrange", "volunteer", "agree"})
 
 
 class ModelMissing(RuntimeError):
@@ -267,6 +272,8 @@ class _Reader:
             return "organization"
         if lemma in ("guy", "man", "woman", "girl", "boy", "lady", "bloke", "person"):
             return "person"
+        if lemma in lex.EVENT_NOUNS:
+            return "event"
         return None
 
     # -- facts ------------------------------------------------------------------------------------
@@ -329,6 +336,9 @@ class _Reader:
             if subj is None and tok.pos_ in ("VERB", "AUX") and (
                     tok.dep_ == "conj" or (tok.dep_ == "advcl" and tok.tag_ == "VBG")):
                 subj = next((c for c in tok.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+            if subj is None and self.unsaid_i(tok):  # "Started hitting the gym last week", "Been to Rome once"
+                self.clause(tok, tok, self.me)
+                continue
             if subj is None or tok.pos_ not in ("VERB", "AUX"):
                 continue
             subject = self.name(subj)
@@ -337,6 +347,16 @@ class _Reader:
             if subject.type == "person" and not subject.speaker:
                 self.last_person = subject
             self.clause(tok, subj, subject)
+
+    def unsaid_i(self, verb: Token) -> bool:
+        """Talk drops the "I" before a past verb that opens a sentence ("Went to Rome once", "Started a new job
+        today"); an imperative ("Keep going"), a present ("Sounds great") or a question keeps no such subject."""
+        if verb.dep_ != "ROOT" or verb.pos_ not in ("VERB", "AUX") or verb.tag_ not in ("VBD", "VBN"):
+            return False
+        if any(c.dep_ in ("nsubj", "nsubjpass", "expl", "csubj") for c in verb.children):
+            return False
+        before = [t for t in verb.sent if t.i < verb.i and not t.is_punct]
+        return all(t.pos_ in ("ADV", "INTJ") for t in before) and verb.sent[-1].text != "?"
 
     def about_someone(self, tok: Token, subject: _Name) -> bool:
         """Facts are kept about people (the speaker, a named or related person), pets and named things."""
@@ -414,6 +434,13 @@ class _Reader:
             return
         if self.conditional(verb):
             return
+        if lemma in _LEADS and verb.tag_ == "VBD" and not self.negated(verb) and (inner := next(
+                (c for c in verb.children if c.dep_ == "xcomp" and c.tag_ == "VB"
+                 and any(a.lower_ == "to" for a in c.children)), None)) is not None \
+                and not (lemma == "decide" and inner.lemma_.lower() in _PLAN_VERBS | {"move"}):
+            if not self.relations(inner, subject):  # a lasting fact the inner verb states is read below
+                self.event(inner, subject, self.when(verb, False), lead=verb)
+                return
         if lemma in _ENDERS or (lemma == "give" and any(c.lower_ == "up" for c in verb.children)):
             if self.ender(verb, subject):
                 return
@@ -430,12 +457,15 @@ class _Reader:
                      "enjoy", "hate", "learn") and (inner := next(
                          (c for c in verb.children if c.dep_ == "xcomp" and c.pos_ == "VERB"), None)) is not None:
             if lemma in ("want", "hope", "try") or (lemma in ("decide", "plan") and inner.lemma_ not in _PLAN_VERBS):
+                if lemma in ("want", "hope", "plan") and verb.tag_ in ("VBP", "VBZ") and not self.negated(verb):
+                    self.goal(verb, inner, subject)
                 return
             if lemma in lex.LIKE_VERBS or lemma == "learn":
                 self.simple(verb, subject, lemma)
                 return
             verb_for_time = verb
             if lemma in ("start", "begin") and inner.tag_ == "VBG" and not self.relations(inner, subject) \
+                    and (subject.speaker or subject.type == "person") \
                     and not self.negated(verb) and inner.lemma_.lower() not in ("work", "think", "feel", "get"):
                 self.add(subject, "likes", _Name(self.noun_phrase(inner), "activity"), self.when(verb, False))
                 return
@@ -485,44 +515,116 @@ class _Reader:
                 self.end(subject, relation, obj, "past tense", None, past=True)
             else:
                 self.add(subject, relation, obj, when, conf)
-        if not found and verb is verb_for_time:
+        if not found and verb is verb_for_time and not self.considering(verb, subject, when):
             self.event(verb, subject, when)
 
-    def event(self, verb: Token, subject: _Name, when: datetime | None) -> None:
+    def event(self, verb: Token, subject: _Name, when: datetime | None, lead: Token | None = None) -> None:
         """What someone did or will do, told as news: "I went to a support group yesterday", "I ran a charity
-        race last Saturday", "I'm going to a conference this month". Kept with its time, at a lower confidence:
-        a happening, not a lasting trait. Only done or planned things (not habits or thoughts), with a thing."""
+        race last Saturday", "I'm going to a conference this month", "I went hiking last week", "the parade I
+        went to", "I had an interview for an internship", "I chose to go to networking events" (`lead` is the
+        verb that tells the tense: "chose", "had", "managed"). Kept with its time, at a lower confidence: a
+        happening, not a lasting trait. Only done or planned things (not habits or thoughts), with a thing."""
         lemma = verb.lemma_.lower()
-        if lemma in _NOT_EVENTS or not subject.speaker and subject.type != "person":
+        occasion = lemma == "have" and any(o.lemma_.lower() in lex.EVENT_NOUNS for o in self.objects(verb))
+        if (lemma in _NOT_EVENTS and not occasion) or not subject.speaker and subject.type != "person":
             return
-        aux = {c.lower_ for c in verb.children if c.dep_ in ("aux", "auxpass")}
-        done = verb.tag_ == "VBD" or (verb.tag_ == "VBN" and aux & {"have", "'ve", "has", "'s", "had", "'d"})
-        planned = verb.tag_ in ("VB", "VBG") and self.future(verb) and not aux & {"to"}
-        ongoing = verb.tag_ == "VBG" and bool(aux & {"am", "'m", "is", "are", "'re", "been"}) and not planned
-        if not (done or planned or ongoing):
+        tensed = lead or verb
+        aux = {c.lower_ for c in tensed.children if c.dep_ in ("aux", "auxpass")}
+        done = tensed.tag_ == "VBD" or (tensed.tag_ == "VBN" and aux & {"have", "'ve", "has", "'s", "had", "'d"})
+        planned = tensed.tag_ in ("VB", "VBG") and self.future(tensed) and not aux & {"to"}
+        ongoing = tensed.tag_ == "VBG" and bool(aux & {"am", "'m", "is", "are", "'re", "been"}) and not planned
+        habit = tensed.tag_ in ("VBP", "VBZ") and not aux and verb.dep_ in ("ROOT", "conj") and bool(
+            self.objects(verb)) and lemma not in _LIGHT  # "I mentor a transgender teen", "we roast marshmallows"
+        if not (done or planned or ongoing or habit):
             return
         particle = " ".join(c.lower_ for c in verb.children if c.dep_ == "prt")
         parts: list[str] = []
         thing: _Name | None = None
-        for o in self.objects(verb)[:1]:
+        via: str | None = None  # the preposition that brought the thing, when no object did
+        objects = self.objects(verb) or [  # "I made this window to remind me": the small model reads the
+            c for x in verb.children if x.dep_ == "ccomp" and any(a.lower_ == "to" for a in x.children)  # object
+            for c in x.children if c.dep_ == "nsubj" and c.pos_ in ("NOUN", "PROPN")]  # as the subject of "to"
+        for o in objects[:1]:
             thing = self.name(o)
             if thing is not None and not thing.speaker:
-                parts.append(thing.text)
-        for prep, o in self.pobjs(verb, _EVENT_PREPS)[:1]:
+                parts.append(" ".join([thing.text, *(f"{p} {n.text}" for p, x in self.pobjs(o, ("for", "of", "about"))[:1]
+                                                     if (n := self.name(x)) is not None and not n.speaker)]))
+        activity = next((c for c in verb.children if c.dep_ == "xcomp" and c.tag_ == "VBG"), None)
+        if lemma == "go" and activity is not None and thing is None:  # "I went hiking", "we're going camping"
+            thing = _Name(self.noun_phrase(activity), "activity")
+            parts.append(thing.text)
+        preps = self.pobjs(verb, _EVENT_PREPS) or (self.pobjs(activity, _EVENT_PREPS) if activity is not None else [])
+        for prep, o in preps[:1]:
             place = self.name(o)
             if place is not None and not place.speaker:
                 parts.append(f"{prep} {place.text}")
-                thing = thing or place
+                if thing is None:
+                    thing, via = place, prep.split()[0]
+        if verb.dep_ == "relcl" and thing is None:  # "this pride parade I went to": the preposition's object leads
+            prep = next((c for c in verb.children if c.dep_ == "prep" and c.lower_ in _EVENT_PREPS
+                         and not any(x.dep_ in ("pobj", "pcomp") for x in c.children)), None)
+            place = self.name(verb.head) if prep is not None else None
+            if place is not None and not place.speaker:
+                parts.append(f"{prep.lower_} {place.text}")
+                thing, via = place, prep.lower_
+        if verb.dep_ == "relcl" and thing is None and done and not any(
+                c.dep_ in ("dobj", "prep", "xcomp", "ccomp", "prt") and c.lower_ not in ("that", "which")
+                for c in verb.children):  # "this book I read last year": the noun it describes is the object
+            thing = self.name(verb.head)
+            if thing is not None:
+                parts.append(thing.text)
         if thing is None or thing.speaker or not parts:
             return
-        head = f"{verb.text.lower()} {particle}".strip() if done or ongoing else f"plans to {lemma} {particle}".strip()
-        if ongoing:
+        if habit:
+            relation = "_".join([_third(lemma), *particle.split()])
+            self.facts.append(ExtractedFact(subject.text, relation, thing.text, "semantic",
+                                            f"{subject.text} {relation.replace('_', ' ')} {' '.join(parts)}", 0.6,
+                                            subject.type, thing.type, valid_from=when))
+            return
+        if lead is not None:
+            head = f"{lead.text.lower()} to {verb.text.lower()} {particle}".strip()
+        elif done or ongoing:
+            head = f"{verb.text.lower()} {particle}".strip()
+        else:
+            head = f"plans to {lemma} {particle}".strip()
+        if ongoing and lead is None:
             head = f"is {head}"
-        relation = "_".join([lemma, *particle.split(), *([p.split()[0] for p in parts[-1:] if " " in p] if
-                                                         len(parts) == 1 and parts[0] != thing.text else [])])
+        relation = "_".join([lemma, *particle.split(), *([via] if via and len(parts) == 1 else [])])
         self.facts.append(ExtractedFact(subject.text, relation, thing.text, "temporal",
                                         f"{subject.text} {head} {' '.join(parts)}", 0.6, subject.type,
                                         thing.type, valid_from=when))
+
+    def goal(self, verb: Token, inner: Token, subject: _Name) -> None:
+        """"I hope to build my own family", "I want to open a bakery": what someone is aiming at, worth recalling
+        when it comes about. A light verb ("be", "help", "do") names no aim of its own."""
+        if inner.lemma_.lower() in _NOT_EVENTS | _LIGHT or not (subject.speaker or subject.type == "person"):
+            return
+        target = next(iter(self.objects(inner)), None)
+        thing = self.name(target) if target is not None else None
+        if thing is None or thing.speaker:
+            return
+        aim = f"{inner.lemma_.lower()} {' '.join(c.lower_ for c in inner.children if c.dep_ == 'prt')}".strip()
+        self.facts.append(ExtractedFact(subject.text, f"{_third(verb.lemma_.lower())}_to_{aim.replace(' ', '_')}",
+                                        thing.text, "semantic",
+                                        f"{subject.text} {_third(verb.lemma_.lower())} to {aim} {thing.text}", 0.6,
+                                        subject.type, thing.type, valid_from=self.when(verb, True)))
+
+    def considering(self, verb: Token, subject: _Name, when: datetime | None) -> bool:
+        """"I've been looking into counseling as a career", "we're thinking about going camping next month"."""
+        lemma = verb.lemma_.lower()
+        preps = {"think": ("about", "of"), "look": ("into",)}.get(lemma)
+        if preps is None or verb.tag_ != "VBG" or not (subject.speaker or subject.type == "person"):
+            return False
+        options = [self.name(o) for _, o in self.pobjs(verb, preps)]
+        for p in verb.children:  # "thinking about going camping": the preposition takes a clause
+            if p.dep_ == "prep" and p.lower_ in preps:
+                options += [_Name(self.noun_phrase(c), "activity") for c in p.children if c.dep_ == "pcomp"]
+        kept = [o for o in options if o is not None and not o.speaker]
+        for option in kept:
+            self.facts.append(ExtractedFact(subject.text, "considering", option.text, "semantic",
+                                            f"{subject.text} is considering {option.text}", 0.6, subject.type,
+                                            option.type, valid_from=when))
+        return bool(kept)
 
     def parting(self, verb: Token, subject: _Name) -> bool:
         """"We moved out of the flat on Baker Street" (home ends), "I broke up with Chris" (partner ends)."""
@@ -832,7 +934,7 @@ class _Reader:
         """"My manager is Priya", "Priya is my sister", "I'm a nurse at X", "I'm allergic to peanuts", "I'm vegan",
         "My favourite tea is genmaicha", "Mia is from Vienna"."""
         subj_tok = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None) or next(
-            c for c in verb.head.children if c.dep_ in ("nsubj", "nsubjpass"))
+            (c for c in verb.head.children if c.dep_ in ("nsubj", "nsubjpass")), verb)
         negated, ended = self.negated(verb), self.no_longer(verb)
         if self.conditional(verb):
             return
@@ -842,7 +944,7 @@ class _Reader:
             for a in [attr, *[x for x in attr.conjuncts if x.i > attr.i]]:
                 self.copula_part(verb, subj_tok, subject, a, negated, ended, when, past)
         if not negated:
-            for prep, o in self.pobjs(verb, ("from", "in", "at")):
+            for prep, o in self.pobjs(verb, ("from", "in", "at", "to")):
                 obj = self.name(o)
                 if obj is None:
                     continue
@@ -850,6 +952,11 @@ class _Reader:
                     self.add(subject, "from", replace(obj, type="place"), when)
                 elif prep == "in" and future and obj.type == "place":
                     self.add(subject, "plans_to_visit", obj)
+                elif prep == "to" and verb.tag_ == "VBN" and (obj.type == "place" or o.pos_ == "PROPN"):
+                    self.add(subject, "visited", replace(obj, type="place"), when)  # "I've been to Rome twice"
+                elif prep == "at" and (o.lemma_.lower() in lex.EVENT_NOUNS or o.ent_type_ == "EVENT") and (
+                        subject.speaker or subject.type == "person"):  # "I was at a jazz gig last night"
+                    self.add(subject, "plans_to_attend" if future else "attended", replace(obj, type="event"), when)
 
     def copula_part(self, verb: Token, subj_tok: Token, subject: _Name, a: Token, negated: bool, ended: bool,
                     when: datetime | None, past: bool = False) -> None:
@@ -942,8 +1049,10 @@ class _Reader:
                 elif prep == "in" and obj.type == "place":
                     self.add(subject, "works_in", obj, when)
             return
-        if word in ("father", "mother", "mum", "dad", "grandmother", "grandfather", "parent") and subject.speaker:
-            self.add(subject, "is", _Name(word, "concept"), when)
+        if word in lex.IDENTITIES and subject.speaker and not past:  # "I'm a transgender woman", "a single parent"
+            phrase = self.job_phrase(a)
+            if phrase not in ("man", "woman"):  # "I'm a lucky man" says nothing of who he is
+                self.add(subject, "is", _Name(phrase, "concept"), when)
 
     def state(self, a: Token) -> str | None:
         words = [c.lower_ for c in a.lefts if c.dep_ in ("amod", "npadvmod", "advmod") and c.lower_ not in ("so",
@@ -970,6 +1079,15 @@ _HABITS = {"smoking": "smokes", "smoke": "smokes", "drinking": "drinks", "drink"
 def _looks_proper(tok: Token) -> bool:
     """"ProjectX", "PostgreSQL", "Lumen" mid-sentence: capitals the tagger did not read as a name."""
     return any(c.isupper() for c in tok.text[1:]) or (tok.text[:1].isupper() and tok.i > tok.sent.start)
+
+
+def _third(verb: str) -> str:
+    """"mentor" -> "mentors", "teach" -> "teaches", "study" -> "studies": a habit said of someone."""
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return f"{verb}es"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return f"{verb[:-1]}ies"
+    return f"{verb}s"
 
 
 def _plural(word: str) -> str:

@@ -122,3 +122,76 @@ def test_going_to_a_room_is_no_plan_to_attend() -> None:
 
 def test_starting_a_thing_is_an_event() -> None:
     assert ("Dana", "start", "bakery") in triples("I started my own bakery last year.")
+
+
+def test_a_dropped_i_before_a_past_verb_is_the_speaker() -> None:
+    assert triples("Been to Rome twice.") == {("Dana", "visited", "Rome")}
+
+
+def test_an_imperative_or_a_present_without_a_subject_is_nobody_s_fact() -> None:
+    assert triples("Keep going and chase your dreams!") == set()
+    assert triples("Sounds great.") == set()
+
+
+def test_the_occasion_a_relative_clause_went_to_is_the_object() -> None:
+    facts = read("One special memory for me was this pride parade I went to a few weeks ago.").facts
+    assert [(f.subject, f.relation, f.object, f.object_type) for f in facts] == [
+        ("Dana", "go_to", "pride parade", "event")]
+    assert facts[0].valid_from == resolve("a few weeks ago", AT, future=False)
+
+
+def test_going_out_for_an_activity_is_an_event_with_its_time() -> None:
+    facts = read("I went hiking last week and got into a bad spot.").facts
+    assert [(f.relation, f.object, f.object_type, f.fact) for f in facts] == [
+        ("go", "hiking", "activity", "Dana went hiking")]
+    assert facts[0].valid_from == resolve("last week", AT, future=False)
+
+
+def test_a_lead_verb_tells_when_the_inner_deed_was_done() -> None:
+    facts = read("Yesterday I chose to go to networking events.").facts
+    assert [(f.relation, f.object, f.fact) for f in facts] == [
+        ("go_to", "networking events", "Dana chose to go to networking events")]
+    assert facts[0].valid_from == resolve("yesterday", AT, future=False)
+
+
+def test_having_an_occasion_is_an_event_that_keeps_its_purpose() -> None:
+    facts = read("I had an interview for a design internship yesterday!").facts
+    assert [(f.relation, f.object, f.fact) for f in facts] == [
+        ("have", "interview", "Dana had interview for design internship")]
+
+
+def test_being_at_an_occasion_is_attending_it() -> None:
+    assert triples("I was at a jazz gig on Saturday.") == {("Dana", "attended", "jazz gig")}
+
+
+def test_a_habit_with_a_thing_is_a_lasting_fact() -> None:
+    facts = read("I mentor a transgender teen.").facts
+    assert [(f.relation, f.object, f.edge_type, f.fact) for f in facts] == [
+        ("mentors", "transgender teen", "semantic", "Dana mentors transgender teen")]
+
+
+def test_a_light_verb_names_no_habit() -> None:
+    assert triples("I make sure to call her every day.") == set()
+    assert triples("We keep it simple.") == set()
+
+
+def test_an_aim_is_kept_but_not_a_light_one() -> None:
+    assert triples("I hope to build my own family.") == {("Dana", "hopes_to_build", "family")}
+    assert triples("I want to be brave for my family.") == set()
+
+
+def test_looking_into_a_thing_is_considering_it() -> None:
+    assert triples("Lately, I've been looking into counseling as a career.") == {("Dana", "considering", "counseling")}
+
+
+def test_who_the_speaker_says_they_are_is_kept_without_praise() -> None:
+    assert triples("I'm a transgender woman.") == {("Dana", "is", "transgender woman")}
+    assert triples("I'm a lucky man.") == set()
+
+
+def test_a_thing_that_starts_doing_something_likes_nothing() -> None:
+    assert not any(f.relation == "likes" for f in read("Can't wait till my studio starts welcoming dancers!").facts)
+
+
+def test_an_object_the_parser_reads_as_the_subject_of_to_is_still_the_object() -> None:
+    assert ("Dana", "make", "glass window") in triples("I made this stained glass window to remind myself of home.")

@@ -50,3 +50,13 @@ async def test_the_worker_counts_facts_per_episode_empty_episodes_and_extractor_
     assert registry.get_sample_value("mnemobus_extraction_facts_per_episode_sum", offline) == 4
     assert registry.get_sample_value("mnemobus_extraction_empty_episodes_total", offline) == 2
     assert registry.get_sample_value("mnemobus_extraction_duration_seconds_count", offline) >= 1
+
+
+async def test_news_told_in_passing_is_recalled_with_when_it_happened(pipeline):
+    await ask(pipeline, request("Oh btw, I went hiking last week and I mentor a teen at the youth club.", user="111"))
+    await wait_for_episodes(pipeline, "user_josh", 1)
+    result = await pipeline.engine.recall(RecallQuery("when did Josh go hiking?", ("user_josh",)))
+    facts = {sf.fact.fact: sf.fact for sf in result.facts}
+    assert "Josh went hiking" in facts and "Josh mentors teen" in await facts_now(pipeline, "user_josh")
+    days_ago = (datetime.now(UTC) - facts["Josh went hiking"].valid_at).days
+    assert 7 <= days_ago <= 13  # "last week": the Monday of the week before the message
