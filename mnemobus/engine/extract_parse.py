@@ -260,6 +260,11 @@ class _Reader:
         text = " ".join(w.text for w in sorted(words, key=lambda w: w.i))
         return text if any(w.pos_ == "PROPN" for w in words) else text.lower()
 
+    def kind(self, tok: Token) -> str:
+        """A pet's kind with the words that make it one: "guinea pig", not "pig"."""
+        words = [c.lower_ for c in tok.lefts if c.dep_ == "compound" and c.pos_ == "NOUN"]
+        return " ".join([*words, tok.lemma_.lower()])
+
     def ner_type(self, tok: Token) -> str | None:
         span = self.ent(tok)
         return lex.NER_TYPES.get(span.label_) if span is not None else None
@@ -322,7 +327,7 @@ class _Reader:
             if named is not None:
                 pet = _Name(named, "pet")
                 self.add(self.me, "has_pet", pet)
-                self.add(pet, "is_a", _Name(tok.lemma_.lower(), "concept"))
+                self.add(pet, "is_a", _Name(self.kind(tok), "concept"))
 
     def read(self) -> None:
         for tok in self.doc:
@@ -672,7 +677,7 @@ class _Reader:
         elif subj_tok.lemma_.lower() in lex.PETS:
             pet = _Name(named, "pet")
             self.add(self.me, "has_pet", pet)
-            self.add(pet, "is_a", _Name(subj_tok.lemma_.lower(), "concept"))
+            self.add(pet, "is_a", _Name(self.kind(subj_tok), "concept"))
 
     def conditional(self, verb: Token) -> bool:
         """"if I moved to Spain", "I might join", "should I buy": no fact is stated."""
@@ -887,6 +892,7 @@ class _Reader:
         """have / own / adopt / buy / drive: a pet, a condition, children, or a thing owned."""
         head = o.lemma_.lower()
         if head in lex.PETS:
+            head = self.kind(o)
             named = self.called(o) or self.appos_name(o)
             if named is not None:
                 out.append(("has_pet", _Name(named, "pet"), 0.8))

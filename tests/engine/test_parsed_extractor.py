@@ -195,3 +195,7 @@ def test_a_thing_that_starts_doing_something_likes_nothing() -> None:
 
 def test_an_object_the_parser_reads_as_the_subject_of_to_is_still_the_object() -> None:
     assert ("Dana", "make", "glass window") in triples("I made this stained glass window to remind myself of home.")
+
+
+def test_a_pets_kind_keeps_the_words_that_make_it() -> None:
+    assert ("Oscar", "is_a", "guinea pig") in triples("I have a guinea pig called Oscar.")
