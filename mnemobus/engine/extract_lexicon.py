@@ -110,3 +110,6 @@ getaway barbecue bbq cookout potluck sleepover hike excursion tour cruise""".spl
 IDENTITIES = frozenset("""father mother mum mom dad grandmother grandfather grandparent parent woman man student
 introvert extrovert veteran immigrant vegan vegetarian christian muslim jew buddhist atheist twin newlywed
 retiree""".split())
+
+# "X is so important (to me)": the speaker holds X dear
+VALUE_WORDS = frozenset("important vital essential precious priceless sacred".split())

@@ -13,6 +13,8 @@ pinned by hash (requirements/nlp.txt). It runs in batches, in a worker thread, n
 
 from __future__ import annotations
 
+import re
+
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -346,12 +348,41 @@ class _Reader:
                 continue
             if subj is None or tok.pos_ not in ("VERB", "AUX"):
                 continue
+            if self.valued(tok, subj):
+                continue
             subject = self.name(subj)
             if subject is None or not (self.about_someone(subj, subject) or self.about_mine(tok, subj)):
                 continue
             if subject.type == "person" and not subject.speaker:
                 self.last_person = subject
             self.clause(tok, subj, subject)
+
+    def valued(self, verb: Token, subj: Token) -> bool:
+        """"Unconditional love is so important", "self-care is really important to me", "my family means the world
+        to me": what the speaker holds dear, which questions about them often turn on."""
+        lemma = verb.lemma_.lower()
+        if subj.pos_ not in ("NOUN", "PROPN") or self.negated(verb) or self.conditional(verb) or any(
+                c.dep_ == "poss" and c.lower_ not in _MY for c in subj.children):  # "your help means a lot": thanks
+            return False
+        to_me = any(o.lower_ in ("me", "us") for c in verb.children if c.dep_ in ("acomp", "dobj")
+                    for _, o in self.pobjs(c, ("to",)) + self.pobjs(verb, ("to",)))
+        generic = not any(c.dep_ == "det" and c.lower_ in ("the", "this", "that", "these", "those") for c in subj.children)
+        if lemma == "be":  # "the meeting is important" is about a day, not a value: said of a kind, or "to me"
+            said = (to_me or generic) and any(c.dep_ == "acomp" and c.lemma_.lower() in lex.VALUE_WORDS
+                                              for c in verb.children)
+        elif lemma == "mean":
+            said = to_me and any(c.dep_ == "dobj" and c.lemma_.lower() in ("world", "lot", "everything")
+                                 for c in verb.children)
+        else:
+            return False
+        thing = self.name(subj) if said else None
+        if thing is None or thing.speaker or subj.ent_type_ in ("PERSON", "ORG", "GPE"):
+            return False
+        phrase = self.doc[subj.left_edge.i : subj.i + 1].text
+        phrase = re.sub(r"^(?:the|a|an|this|that|my|our)\s+", "", phrase, flags=re.IGNORECASE).lower() or thing.text
+        self.facts.append(ExtractedFact(self.me.text, "values", phrase, "semantic", f"{self.me.text} values {phrase}",
+                                        0.6, self.me.type, "concept", valid_from=None))
+        return True
 
     def unsaid_i(self, verb: Token) -> bool:
         """Talk drops the "I" before a past verb that opens a sentence ("Went to Rome once", "Started a new job

@@ -199,3 +199,13 @@ def test_an_object_the_parser_reads_as_the_subject_of_to_is_still_the_object() -
 
 def test_a_pets_kind_keeps_the_words_that_make_it() -> None:
     assert ("Oscar", "is_a", "guinea pig") in triples("I have a guinea pig called Oscar.")
+
+
+def test_what_the_speaker_holds_dear_is_a_value() -> None:
+    assert triples("Self-care is really important to me.") == {("Dana", "values", "self-care")}
+    assert triples("My family means the world to me.") == {("Dana", "values", "family")}
+
+
+def test_thanks_or_one_particular_thing_is_no_value() -> None:
+    assert triples("Your support means a lot to me.") == set()
+    assert triples("The meeting is important.") == set()
