@@ -262,6 +262,8 @@ async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[
                      "load": round((load0 + os.getloadavg()[0]) / 2, 2)}
     # the facts behind the numbers: how many facts exist, how many carry source ids
     figures["engine_facts_total"] = await store.count_facts()
+    for conv in convs:  # per conversation: the extractor's rules were written looking at locomo_0 only
+        figures[f"engine_facts_{conv['group']}"] = await store.count_facts(GroupId(conv["group"]))
     await engine.close()
     return out
 
@@ -327,6 +329,22 @@ def facts_figures(table: Mapping[str, Mapping[str, float]], facts_total: int, tu
             "facts_per_100_turns": round(100 * facts_total / max(1, turns), 1)}
 
 
+def facts_by_conversation(convs: list[dict], retrieved: Sequence[Sequence[str]],
+                          figures: Mapping[str, object]) -> dict[str, float]:
+    """The same two figures per conversation: the extractor's rules were tuned looking at locomo_0's turns, so
+    locomo_1's are the held-out ones."""
+    out: dict[str, float] = {}
+    start = 0
+    for conv in convs:
+        mine = retrieved[start : start + len(conv["questions"])]
+        start += len(conv["questions"])
+        scores = [recall_at_k(ret, ev, 10) for (_, _, ev), ret in zip(conv["questions"], mine, strict=True)]
+        out[f"facts_only_recall_at_10_{conv['group']}"] = round(statistics.fmean(scores), 4) if scores else 0.0
+        facts = int(figures[f"engine_facts_{conv['group']}"])  # type: ignore[call-overload]
+        out[f"facts_per_100_turns_{conv['group']}"] = round(100 * facts / max(1, len(conv["turns"])), 1)
+    return out
+
+
 def print_quality(table: Mapping[str, Mapping[str, float]], counts: Mapping[str, int]) -> None:
     cols = [*CATEGORIES.values(), "overall"]
     for k in KS:
@@ -366,6 +384,7 @@ async def main() -> None:
     table = score(convs, systems)
     print_quality(table, counts)
     figures.update(facts_figures(table, figures["engine_facts_total"], figures["turns"]))
+    figures.update(facts_by_conversation(convs, systems["mnemobus_hybrid_facts_only"]["retrieved"], figures))
 
     # targets: hybrid recall@10 >= best baseline in every category, and higher overall
     main_sys = "mnemobus_hybrid"
