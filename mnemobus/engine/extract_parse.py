@@ -57,8 +57,8 @@ join adopt sell break""".split())  # start/begin with a thing are events ("I sta
 # with a verb they are handled before (`start` + xcomp)
 _EVENT_PREPS = ("to", "at", "for", "in", "with", "on", "into", "from", "about")
 # verbs too light to say what someone habitually does or aims at ("I make sure", "I keep it up", "I use it")
-_LIGHT = frozenset("""be have do make keep put take give use find show share send bring set let go come get try check reach
-spend cause turn run lose win hold face handle deal push tackle accept""".split())
+_LIGHT = frozenset("""be have do make keep put take give use find show share send bring set let go come get try check
+reach spend cause turn run lose win hold face handle deal push tackle accept""".split())
 # "I chose to go to networking events", "I had to shut down my account": the lead verb tells when it was done
 _LEADS = frozenset({"choose", "manage", "have", "need", "get", "decide", "arrange", "volunteer", "agree"})
 
@@ -164,6 +164,8 @@ class _Reader:
         low = tok.lower_
         if low in _FIRST_PERSON:
             return self.me
+        if low in ("which", "that") and tok.head.dep_ == "relcl" and tok.head.head.pos_ in ("NOUN", "PROPN"):
+            return self.name(tok.head.head)  # "pottery, which I use for peace": the noun the clause is about
         if low in _PRONOUNS:
             return self.last_person if low in _THIRD_PERSON else None
         called = self.called(tok)
@@ -366,7 +368,8 @@ class _Reader:
             return False
         to_me = any(o.lower_ in ("me", "us") for c in verb.children if c.dep_ in ("acomp", "dobj")
                     for _, o in self.pobjs(c, ("to",)) + self.pobjs(verb, ("to",)))
-        generic = not any(c.dep_ == "det" and c.lower_ in ("the", "this", "that", "these", "those") for c in subj.children)
+        generic = not any(c.dep_ == "det" and c.lower_ in ("the", "this", "that", "these", "those")
+                          for c in subj.children)
         if lemma == "be":  # "the meeting is important" is about a day, not a value: said of a kind, or "to me"
             said = (to_me or generic) and any(c.dep_ == "acomp" and c.lemma_.lower() in lex.VALUE_WORDS
                                               for c in verb.children)
@@ -409,7 +412,10 @@ class _Reader:
 
     def when(self, verb: Token, future: bool) -> datetime | None:
         text = " ".join(t.text for t in verb.subtree)
-        return resolve(text, self.reference, future=future)
+        found = resolve(text, self.reference, future=future)
+        if found is None and verb.dep_ == "conj":  # "Last month I got hurt and had to take a break": both then
+            return self.when(verb.head, future)
+        return found
 
     def negated(self, verb: Token) -> bool:
         return any(c.dep_ == "neg" for c in verb.children)
@@ -582,9 +588,10 @@ class _Reader:
             for c in x.children if c.dep_ == "nsubj" and c.pos_ in ("NOUN", "PROPN")]  # as the subject of "to"
         for o in objects[:1]:
             thing = self.name(o)
-            if thing is not None and not thing.speaker:
-                parts.append(" ".join([thing.text, *(f"{p} {n.text}" for p, x in self.pobjs(o, ("for", "of", "about"))[:1]
-                                                     if (n := self.name(x)) is not None and not n.speaker)]))
+            if thing is not None and not thing.speaker:  # "an interview for an internship": what it was for
+                purpose = [f"{p} {n.text}" for p, x in self.pobjs(o, ("for", "of", "about", "from"))[:1]
+                           if (n := self.name(x)) is not None and not n.speaker]
+                parts.append(" ".join([thing.text, *purpose]))
         activity = next((c for c in verb.children if c.dep_ == "xcomp" and c.tag_ == "VBG"), None)
         if lemma == "go" and activity is not None and thing is None:  # "I went hiking", "we're going camping"
             thing = _Name(self.noun_phrase(activity), "activity")
@@ -620,7 +627,8 @@ class _Reader:
         if lead is not None:
             head = f"{lead.text.lower()} to {verb.text.lower()} {particle}".strip()
         elif done or ongoing:
-            head = f"{verb.text.lower()} {particle}".strip()
+            perfect = "has " if verb.tag_ == "VBN" else ""  # "the paths I've taken": Caroline has taken paths
+            head = f"{perfect}{verb.text.lower()} {particle}".strip()
         else:
             head = f"plans to {lemma} {particle}".strip()
         if ongoing and lead is None:
@@ -860,6 +868,9 @@ class _Reader:
             elif lemma == "take" and any(c.dep_ == "prt" for c in verb.children):
                 for o in self.objects(verb):
                     put("likes", o)
+            elif lemma == "take" and (verb.tag_ == "VBD" or any(self.pobjs(x, ("to", "from")) for x in (
+                    verb, *self.objects(verb))) or any(c.dep_ == "xcomp" and c.tag_ == "VBG" for c in verb.children)):
+                pass  # "I took the kids to the museum", "took my fam camping", "a break from pottery": events
             else:
                 rel = {"drink": "drinks", "eat": "eats", "smoke": "smokes", "use": "uses", "take": "takes",
                        "attend": "attends"}[lemma]

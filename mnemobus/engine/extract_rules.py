@@ -54,8 +54,12 @@ class _Rule:
 
 def _clean(phrase: str) -> str:
     phrase = phrase.strip(" .,'\"")
-    phrase = re.sub(r"^(?:the|a|an|my|our|his|her|their|using|to)\s+", "", phrase, flags=re.IGNORECASE)
-    return phrase.strip()
+    phrase = re.sub(r"^(?:the|a|an|my|our|his|her|their|using|to)\s+", "", phrase, flags=re.IGNORECASE).strip()
+    # a lone function word names nothing ("Yeah, I love to." is no liking of "to"), nor does a phrase that
+    # opens with a preposition ("which I use for peace": the object was before the verb)
+    first = phrase.split(" ", 1)[0].lower()
+    return "" if phrase.lower() in _NOT_NAMES or first in ("to", "of", "for", "with", "in", "on", "at", "about",
+                                                           "from", "by") else phrase
 
 
 def _kind(name: str, default: str) -> str:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_locomo import BM25, facts_by_conversation, merge_ranked, normalise_evidence, per_category, recall_at_k, session_time
+from bench.bench_locomo import (
+    BM25,
+    facts_by_conversation,
+    merge_ranked,
+    normalise_evidence,
+    per_category,
+    recall_at_k,
+    session_time,
+)
 
 
 def test_recall_counts_evidence_found_in_the_first_k() -> None:
@@ -74,7 +82,8 @@ def test_fts5_match_quotes_every_word_so_none_is_an_operator() -> None:
 
 def test_facts_figures_per_conversation_score_each_ones_own_questions_and_turns() -> None:
     convs = [{"group": "locomo_0", "turns": [("D1:1", "", None)] * 4, "questions": [("q", 1, ["D1:1"])]},
-             {"group": "locomo_1", "turns": [("D1:1", "", None)] * 2, "questions": [("q", 1, ["D1:1"]), ("q", 4, ["D1:2"])]}]
+             {"group": "locomo_1", "turns": [("D1:1", "", None)] * 2,
+              "questions": [("q", 1, ["D1:1"]), ("q", 4, ["D1:2"])]}]
     figures = {"engine_facts_locomo_0": 2, "engine_facts_locomo_1": 1}
     out = facts_by_conversation(convs, [["D1:1"], ["D1:9"], ["D1:2"]], figures)
     assert out == {"facts_only_recall_at_10_locomo_0": 1.0, "facts_per_100_turns_locomo_0": 50.0,

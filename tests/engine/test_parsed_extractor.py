@@ -209,3 +209,27 @@ def test_what_the_speaker_holds_dear_is_a_value() -> None:
 def test_thanks_or_one_particular_thing_is_no_value() -> None:
     assert triples("Your support means a lot to me.") == set()
     assert triples("The meeting is important.") == set()
+
+
+def test_taking_someone_somewhere_is_an_outing_not_a_habit() -> None:
+    facts = read("Yesterday I took the kids to the museum.").facts
+    assert [(f.relation, f.object, f.fact) for f in facts] == [("take", "kids", "Dana took kids to museum")]
+    assert triples("I take insulin twice a day.") == {("Dana", "takes", "insulin")}
+
+
+def test_which_in_a_relative_clause_is_the_noun_it_describes() -> None:
+    assert triples("I had to take a break from pottery, which I use for peace.") >= {("Dana", "uses", "pottery")}
+
+
+def test_a_perfect_is_told_as_one() -> None:
+    assert [f.fact for f in read("I keep thinking about the paths I've taken.").facts] == ["Dana has taken paths"]
+
+
+def test_a_lone_word_or_a_preposition_is_no_object() -> None:
+    assert triples("Yeah, I love to.") == set()
+
+
+def test_a_clause_joined_by_and_happened_when_the_first_did() -> None:
+    facts = read("Last month I got hurt and had to take a break from pottery.").facts
+    assert [(f.fact, f.valid_from) for f in facts] == [
+        ("Dana had to take break from pottery", resolve("last month", AT, future=False))]
