@@ -80,7 +80,6 @@ class Standing:
     fact: str
     confidence: float
     observed_s: float  # the last time the fact was observed: last_seen, else valid_at, else created_at
-    born_s: float  # when it became true: valid_at, else created_at
     retrieval_count: int
 
     @classmethod
@@ -88,7 +87,7 @@ class Standing:
         """A whole fact's standing (a backend whose `fact_standings` gives whole facts, tests)."""
         born = (fact.valid_at or fact.created_at).timestamp()
         return cls(fact.id, fact.fact, fact.confidence, fact.last_seen.timestamp() if fact.last_seen else born,
-                   born, fact.retrieval_count)
+                   fact.retrieval_count)
 
 
 @dataclass(frozen=True, slots=True)

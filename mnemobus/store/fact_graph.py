@@ -230,8 +230,8 @@ class FactGraph(FactEdges):
         seen = self.last_seen[at]
         observed = np.where(np.isnan(seen), born, seen)
         text, get = self.text, pending.get
-        return [Standing(fid, text[i], c, o, b, n + get(fid, 0)) for (fid, i), c, o, b, n in zip(
-            held, self.confidence[at].tolist(), observed.tolist(), born.tolist(), self.retrievals[at].tolist())]
+        return [Standing(fid, text[i], c, o, n + get(fid, 0)) for (fid, i), c, o, n in zip(
+            held, self.confidence[at].tolist(), observed.tolist(), self.retrievals[at].tolist())]
 
 
 class FactGraphCache:
