@@ -94,7 +94,7 @@ _KINDS = {
 # DELTA: the rows stamped after `$since`, for a catch-up. The (group_id, ver) index is named in a hint: left to
 # itself the planner picked the group_id index and read every row of the group to filter on ver.
 PAGE: dict[str, str] = {
-    kind: f"{match} USING INDEX {label}(group_id, ver) WHERE {x}.group_id = $g AND {x}.ver >= $v "
+    kind: f"{match} USING INDEX SEEK {label}(group_id, ver) WHERE {x}.group_id = $g AND {x}.ver >= $v "
           f"AND [{x}.ver, {x}.id] > [$v, $id] WITH {x} ORDER BY {x}.group_id, {x}.ver, {x}.id LIMIT $k "
           f"WITH {cols} RETURN collect([{', '.join(LOAD_COLUMNS[kind])}]) AS rows"
     for kind, (match, x, label, cols) in _KINDS.items()
@@ -108,7 +108,7 @@ UNSTAMPED: dict[str, str] = {
     for kind, (match, x, label, cols) in _KINDS.items()
 }
 DELTA: dict[str, str] = {
-    kind: f"{match} USING INDEX {label}(group_id, ver) WHERE {x}.group_id = $g AND {x}.ver > $since RETURN {cols}"
+    kind: f"{match} USING INDEX SEEK {label}(group_id, ver) WHERE {x}.group_id = $g AND {x}.ver > $since RETURN {cols}"
     for kind, (match, x, label, cols) in _KINDS.items()
 }
 
