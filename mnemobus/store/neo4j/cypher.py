@@ -86,7 +86,14 @@ def projection(var: str, props: Sequence[str]) -> str:
 VERSION_QUERY = "OPTIONAL MATCH (gv:GroupVersion {group_id: $g}) RETURN gv.epoch AS e, coalesce(gv.v, 0) AS v"
 # a change mirrors cannot follow row by row (rows deleted): a new epoch makes them reload the group
 NEW_EPOCH = (
-    "MERGE (gv:GroupVersion {group_id: $g}) ON CREATE SET gv.v = 0 SET gv.epoch = randomUUID(), gv.v = gv.v + 1"
+    "MERGE (gv:GroupVersion {group_id: $g}) ON CREATE SET gv.v = 0 "
+    "SET gv.epoch = randomUUID(), gv.v = gv.v + 1, gv.written_at = datetime()"
+)
+# the groups to warm at start: most recently written first, from one version node a group (reading every episode
+# for its newest took a pass over the whole store); a group written before versions carried the time comes last
+RECENT_GROUPS = (
+    "MATCH (gv:GroupVersion) WHERE EXISTS { MATCH (:Episode {group_id: gv.group_id}) } "
+    "RETURN gv.group_id AS g ORDER BY gv.written_at IS NULL, gv.written_at DESC LIMIT $k"
 )
 FACT_MAP = projection("r", FACT_PROPS)
 ENTITY_MAP = projection("e", ENTITY_PROPS)
@@ -97,7 +104,7 @@ FACT_RETURN = f"{FACT_MAP} AS r, s.name AS sn, o.name AS on"
 # order. Groups are locked in sorted order: two transactions never wait on each other in a cycle.
 BUMP_VERSIONS = (
     "CALL { UNWIND $groups AS g MERGE (gv:GroupVersion {group_id: g}) "
-    "  ON CREATE SET gv.epoch = randomUUID(), gv.v = 0 SET gv.v = gv.v + 1 "
+    "  ON CREATE SET gv.epoch = randomUUID(), gv.v = 0 SET gv.v = gv.v + 1, gv.written_at = datetime() "
     "  RETURN collect({g: g, v: gv.v, e: gv.epoch}) AS vers } "
 )
 VERSION_OF = "[x IN vers WHERE x.g = {}.group_id | x.v][0]"

@@ -26,8 +26,9 @@ from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector, s
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
 from mnemobus.store.neo4j.coalesce import LANE_ANN, CoalescedReads
 from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, EPISODE_CONTEXT, FACT_RETURN, NEW_EPOCH,
-                                         NODE_ENTITY_MAP, NODE_EPISODE_MAP, NODE_SEARCH, RESET_RETRIEVALS, SCHEMA,
-                                         TRANSIENT, VALID_AT, VERSION_OF, VERSION_QUERY, NodeSearch)
+                                         NODE_ENTITY_MAP, NODE_EPISODE_MAP, NODE_SEARCH, RECENT_GROUPS,
+                                         RESET_RETRIEVALS, SCHEMA, TRANSIENT, VALID_AT, VERSION_OF, VERSION_QUERY,
+                                         NodeSearch)
 from mnemobus.store.neo4j.mirror import (DELTA, KINDS, LOAD_COLUMNS, PAGE, SIZES, UNSTAMPED, GroupMirror,
                                          MirrorCache)
 from mnemobus.store.neo4j.rows import (as_float_list, cosine_score, drop_facts, entity_from_row, entity_params,
@@ -408,13 +409,12 @@ class Neo4jStore(CoalescedReads):
         return True
 
     async def warm(self, max_groups: int) -> list[GroupId]:
-        """Mirror the most recently written groups (by their newest episode), until `max_groups` or until the
+        """Mirror the most recently written groups (by their version node's time), until `max_groups` or until the
         mirrors fill nine tenths of store.vector_cache_mb; the groups mirrored. Their vector indexes build in
-        the background. One pass over the episodes finds them: once at start, off the request path."""
+        the background. Once at start, off the request path."""
         if self._mirrors is None or max_groups <= 0:
             return []
-        rows = await self._read_rows("MATCH (n:Episode) WITH n.group_id AS g, max(n.created_at) AS t "
-                             "RETURN g ORDER BY t DESC LIMIT $k", k=max_groups)
+        rows = await self._read_rows(RECENT_GROUPS, k=max_groups)
         warmed: list[GroupId] = []
         for row in rows:
             if self._mirrors.held_bytes() >= 0.9 * self._mirrors.budget:
