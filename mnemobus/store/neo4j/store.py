@@ -538,7 +538,9 @@ class Neo4jStore(CoalescedReads):
             e = (await run_rows(tx, "MATCH (n:Entity {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
             if e >= DELETE_BATCH:
                 return f, e, 0, False
-            a = (await run_rows(tx, "MATCH (n:Alias {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
+            # key and type named so the (group_id, key, type) constraint's index serves it: a label scan otherwise
+            a = (await run_rows(tx, "MATCH (n:Alias) WHERE n.group_id = $g AND n.key IS NOT NULL AND n.type IS NOT NULL "
+                                    "WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
             if a >= DELETE_BATCH:
                 return f, e, 0, False
             ep = (await run_rows(tx, "MATCH (n:Episode {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
