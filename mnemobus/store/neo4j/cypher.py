@@ -250,7 +250,7 @@ def _node_search(kind: str, label: str) -> NodeSearch:
 # index, reading every earlier or later episode of the group (see docs/performance.md).
 def _side(lo: str, hi: str, after: bool, order: str, offset: str) -> str:
     cmp = ">" if after else "<"
-    return ("MATCH (n:Episode) USING INDEX SEEK n:Episode(group_id, reference_time) "
+    return ("WITH a, at, channel, lo, hi MATCH (n:Episode) USING INDEX SEEK n:Episode(group_id, reference_time) "
             f"WHERE n.group_id = $g AND n.reference_time >= {lo} AND n.reference_time <= {hi} "
             f"AND [n.reference_time, n.id] {cmp} [at, a.id] AND coalesce(n.channel_id, '') = channel "
             f"WITH n ORDER BY {order} LIMIT $span "
@@ -261,7 +261,7 @@ EPISODE_CONTEXT = (
     "UNWIND $ids AS x MATCH (a:Episode) USING INDEX SEEK a:Episode(id) WHERE a.id = x AND a.group_id = $g "
     "WITH a, a.reference_time AS at, coalesce(a.channel_id, '') AS channel, "
     "a.reference_time - duration({seconds: $within}) AS lo, a.reference_time + duration({seconds: $within}) AS hi "
-    "CALL (a, at, channel, lo, hi) { "
+    "CALL { "  # importing WITH, not CALL (a) {}: the scope clause arrived in Neo4j 5.23 and we support 5.18
     + _side("lo", "at", False, "n.reference_time DESC, n.id DESC", "-(i + 1)")
     + "UNION "
     + _side("at", "hi", True, "n.reference_time, n.id", "i + 1")
