@@ -323,10 +323,14 @@ def score(convs: list[dict], systems: Mapping[str, Mapping[str, list]]) -> dict[
     return table
 
 
+def per_100_turns(facts: int, turns: int) -> float:
+    return round(100 * facts / max(1, turns), 1)
+
+
 def facts_figures(table: Mapping[str, Mapping[str, float]], facts_total: int, turns: int) -> dict[str, float]:
     """What the knowledge graph learnt on its own (issue 23): recall@10 from facts alone, and facts per 100 turns."""
     return {"facts_only_recall_at_10": table["mnemobus_hybrid_facts_only"]["overall@10"],
-            "facts_per_100_turns": round(100 * facts_total / max(1, turns), 1)}
+            "facts_per_100_turns": per_100_turns(facts_total, turns)}
 
 
 def facts_by_conversation(convs: list[dict], retrieved: Sequence[Sequence[str]],
@@ -341,7 +345,7 @@ def facts_by_conversation(convs: list[dict], retrieved: Sequence[Sequence[str]],
         scores = [recall_at_k(ret, ev, 10) for (_, _, ev), ret in zip(conv["questions"], mine, strict=True)]
         out[f"facts_only_recall_at_10_{conv['group']}"] = round(statistics.fmean(scores), 4) if scores else 0.0
         facts = int(figures[f"engine_facts_{conv['group']}"])  # type: ignore[call-overload]
-        out[f"facts_per_100_turns_{conv['group']}"] = round(100 * facts / max(1, len(conv["turns"])), 1)
+        out[f"facts_per_100_turns_{conv['group']}"] = per_100_turns(facts, len(conv["turns"]))
     return out
 
 

@@ -127,6 +127,11 @@ class _Name:
     type: str = UNTYPED
     speaker: bool = False
 
+    @property
+    def someone(self) -> bool:
+        """The speaker or another person: whose doings, aims and habits are worth keeping."""
+        return self.speaker or self.type == "person"
+
 
 _EDGES: dict[str, EdgeType] = {"works_at": "hierarchical", "member_of": "hierarchical", "studies_at": "hierarchical",
                                "manager_of": "hierarchical", "visited": "temporal", "plans_to_visit": "temporal"}
@@ -299,6 +304,13 @@ class _Reader:
                                         sentence(subject.text, relation, obj.text), confidence, subject.type,
                                         otype, valid_from=when))
 
+    def told(self, subject: _Name, relation: str, obj: _Name, text: str, when: datetime | None,
+             edge: EdgeType = "semantic") -> None:
+        """A fact kept in the words of its clause ("Dana went hiking", "Dana hopes to build family"), at the lower
+        confidence of a reading that no fixed relation vouches for."""
+        self.facts.append(ExtractedFact(subject.text, relation, obj.text, edge, text, 0.6, subject.type, obj.type,
+                                        valid_from=when))
+
     def end(self, subject: _Name, relation: str, obj: _Name | None, cause: str, when: datetime | None = None,
             past: bool = False) -> None:
         """End what the subject's relation holds (the named object, or any); `past` also records it as history."""
@@ -366,8 +378,9 @@ class _Reader:
         if subj.pos_ not in ("NOUN", "PROPN") or self.negated(verb) or self.conditional(verb) or any(
                 c.dep_ == "poss" and c.lower_ not in _MY for c in subj.children):  # "your help means a lot": thanks
             return False
-        to_me = any(o.lower_ in ("me", "us") for c in verb.children if c.dep_ in ("acomp", "dobj")
-                    for _, o in self.pobjs(c, ("to",)) + self.pobjs(verb, ("to",)))
+        # "important to me", "means the world to me"
+        heads = [verb, *(c for c in verb.children if c.dep_ in ("acomp", "dobj"))]
+        to_me = any(o.lower_ in ("me", "us") for h in heads for _, o in self.pobjs(h, ("to",)))
         generic = not any(c.dep_ == "det" and c.lower_ in ("the", "this", "that", "these", "those")
                           for c in subj.children)
         if lemma == "be":  # "the meeting is important" is about a day, not a value: said of a kind, or "to me"
@@ -383,8 +396,7 @@ class _Reader:
             return False
         phrase = self.doc[subj.left_edge.i : subj.i + 1].text
         phrase = re.sub(r"^(?:the|a|an|this|that|my|our)\s+", "", phrase, flags=re.IGNORECASE).lower() or thing.text
-        self.facts.append(ExtractedFact(self.me.text, "values", phrase, "semantic", f"{self.me.text} values {phrase}",
-                                        0.6, self.me.type, "concept", valid_from=None))
+        self.told(self.me, "values", _Name(phrase, "concept"), f"{self.me.text} values {phrase}", None)
         return True
 
     def unsaid_i(self, verb: Token) -> bool:
@@ -507,7 +519,7 @@ class _Reader:
                 return
             verb_for_time = verb
             if lemma in ("start", "begin") and inner.tag_ == "VBG" and not self.relations(inner, subject) \
-                    and (subject.speaker or subject.type == "person") \
+                    and subject.someone \
                     and not self.negated(verb) and inner.lemma_.lower() not in ("work", "think", "feel", "get"):
                 self.add(subject, "likes", _Name(self.noun_phrase(inner), "activity"), self.when(verb, False))
                 return
@@ -567,8 +579,9 @@ class _Reader:
         verb that tells the tense: "chose", "had", "managed"). Kept with its time, at a lower confidence: a
         happening, not a lasting trait. Only done or planned things (not habits or thoughts), with a thing."""
         lemma = verb.lemma_.lower()
-        occasion = lemma == "have" and any(o.lemma_.lower() in lex.EVENT_NOUNS for o in self.objects(verb))
-        if (lemma in _NOT_EVENTS and not occasion) or not subject.speaker and subject.type != "person":
+        direct = self.objects(verb)
+        occasion = lemma == "have" and any(o.lemma_.lower() in lex.EVENT_NOUNS for o in direct)
+        if (lemma in _NOT_EVENTS and not occasion) or not subject.someone:
             return
         tensed = lead or verb
         aux = {c.lower_ for c in tensed.children if c.dep_ in ("aux", "auxpass")}
@@ -576,14 +589,14 @@ class _Reader:
         planned = tensed.tag_ in ("VB", "VBG") and self.future(tensed) and not aux & {"to"}
         ongoing = tensed.tag_ == "VBG" and bool(aux & {"am", "'m", "is", "are", "'re", "been"}) and not planned
         habit = tensed.tag_ in ("VBP", "VBZ") and not aux and verb.dep_ in ("ROOT", "conj") and bool(
-            self.objects(verb)) and lemma not in _LIGHT  # "I mentor a transgender teen", "we roast marshmallows"
+            direct) and lemma not in _LIGHT  # "I mentor a transgender teen", "we roast marshmallows"
         if not (done or planned or ongoing or habit):
             return
         particle = " ".join(c.lower_ for c in verb.children if c.dep_ == "prt")
         parts: list[str] = []
         thing: _Name | None = None
         via: str | None = None  # the preposition that brought the thing, when no object did
-        objects = self.objects(verb) or [  # "I made this window to remind me": the small model reads the
+        objects = direct or [  # "I made this window to remind me": the small model reads the
             c for x in verb.children if x.dep_ == "ccomp" and any(a.lower_ == "to" for a in x.children)  # object
             for c in x.children if c.dep_ == "nsubj" and c.pos_ in ("NOUN", "PROPN")]  # as the subject of "to"
         for o in objects[:1]:
@@ -620,9 +633,7 @@ class _Reader:
             return
         if habit:
             relation = "_".join([_third(lemma), *particle.split()])
-            self.facts.append(ExtractedFact(subject.text, relation, thing.text, "semantic",
-                                            f"{subject.text} {relation.replace('_', ' ')} {' '.join(parts)}", 0.6,
-                                            subject.type, thing.type, valid_from=when))
+            self.told(subject, relation, thing, f"{subject.text} {relation.replace('_', ' ')} {' '.join(parts)}", when)
             return
         if lead is not None:
             head = f"{lead.text.lower()} to {verb.text.lower()} {particle}".strip()
@@ -634,30 +645,27 @@ class _Reader:
         if ongoing and lead is None:
             head = f"is {head}"
         relation = "_".join([lemma, *particle.split(), *([via] if via and len(parts) == 1 else [])])
-        self.facts.append(ExtractedFact(subject.text, relation, thing.text, "temporal",
-                                        f"{subject.text} {head} {' '.join(parts)}", 0.6, subject.type,
-                                        thing.type, valid_from=when))
+        self.told(subject, relation, thing, f"{subject.text} {head} {' '.join(parts)}", when, "temporal")
 
     def goal(self, verb: Token, inner: Token, subject: _Name) -> None:
         """"I hope to build my own family", "I want to open a bakery": what someone is aiming at, worth recalling
         when it comes about. A light verb ("be", "help", "do") names no aim of its own."""
-        if inner.lemma_.lower() in _NOT_EVENTS | _LIGHT or not (subject.speaker or subject.type == "person"):
+        if inner.lemma_.lower() in _NOT_EVENTS | _LIGHT or not subject.someone:
             return
         target = next(iter(self.objects(inner)), None)
         thing = self.name(target) if target is not None else None
         if thing is None or thing.speaker:
             return
         aim = f"{inner.lemma_.lower()} {' '.join(c.lower_ for c in inner.children if c.dep_ == 'prt')}".strip()
-        self.facts.append(ExtractedFact(subject.text, f"{_third(verb.lemma_.lower())}_to_{aim.replace(' ', '_')}",
-                                        thing.text, "semantic",
-                                        f"{subject.text} {_third(verb.lemma_.lower())} to {aim} {thing.text}", 0.6,
-                                        subject.type, thing.type, valid_from=self.when(verb, True)))
+        wants = _third(verb.lemma_.lower())
+        self.told(subject, f"{wants}_to_{aim.replace(' ', '_')}", thing,
+                  f"{subject.text} {wants} to {aim} {thing.text}", self.when(verb, True))
 
     def considering(self, verb: Token, subject: _Name, when: datetime | None) -> bool:
         """"I've been looking into counseling as a career", "we're thinking about going camping next month"."""
         lemma = verb.lemma_.lower()
         preps = {"think": ("about", "of"), "look": ("into",)}.get(lemma)
-        if preps is None or verb.tag_ != "VBG" or not (subject.speaker or subject.type == "person"):
+        if preps is None or verb.tag_ != "VBG" or not subject.someone:
             return False
         options = [self.name(o) for _, o in self.pobjs(verb, preps)]
         for p in verb.children:  # "thinking about going camping": the preposition takes a clause
@@ -665,9 +673,7 @@ class _Reader:
                 options += [_Name(self.noun_phrase(c), "activity") for c in p.children if c.dep_ == "pcomp"]
         kept = [o for o in options if o is not None and not o.speaker]
         for option in kept:
-            self.facts.append(ExtractedFact(subject.text, "considering", option.text, "semantic",
-                                            f"{subject.text} is considering {option.text}", 0.6, subject.type,
-                                            option.type, valid_from=when))
+            self.told(subject, "considering", option, f"{subject.text} is considering {option.text}", when)
         return bool(kept)
 
     def parting(self, verb: Token, subject: _Name) -> bool:
@@ -1002,8 +1008,8 @@ class _Reader:
                     self.add(subject, "plans_to_visit", obj)
                 elif prep == "to" and verb.tag_ == "VBN" and (obj.type == "place" or o.pos_ == "PROPN"):
                     self.add(subject, "visited", replace(obj, type="place"), when)  # "I've been to Rome twice"
-                elif prep == "at" and (o.lemma_.lower() in lex.EVENT_NOUNS or o.ent_type_ == "EVENT") and (
-                        subject.speaker or subject.type == "person"):  # "I was at a jazz gig last night"
+                elif prep == "at" and (o.lemma_.lower() in lex.EVENT_NOUNS or o.ent_type_ == "EVENT") and \
+                        subject.someone:  # "I was at a jazz gig last night"
                     self.add(subject, "plans_to_attend" if future else "attended", replace(obj, type="event"), when)
 
     def copula_part(self, verb: Token, subj_tok: Token, subject: _Name, a: Token, negated: bool, ended: bool,
