@@ -10,7 +10,7 @@ import pytest
 from mnemobus.config import Settings
 from worldstate_support import goal_state, running_world, shipped_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.own_server]
+pytestmark = pytest.mark.anyio
 
 
 async def test_killed_worker_fails_liveness_goal_and_metric_then_recovers_on_restart(settings: Settings) -> None:
