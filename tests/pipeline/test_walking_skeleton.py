@@ -100,9 +100,12 @@ async def test_failed_execution_is_not_stored_as_an_episode(pipeline):
 
 
 async def test_slow_agent_gets_a_timeout_error_not_silence(pipeline):
+    gave_up = anyio.Event()
+
     async def slow(msg):
-        await anyio.sleep(5)
+        await gave_up.wait()  # still working when the plugin stops waiting (a sleep here held the teardown 3 s)
 
     await pipeline.bus.nc.subscribe(subjects.skill_execute("sloth"), cb=slow)
     reply = await ask(pipeline, request("hurry", agent="sloth"))
+    gave_up.set()
     assert "did not answer within 2s" in reply["error"]
