@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nats
@@ -72,7 +72,7 @@ def nats_url(request: pytest.FixtureRequest, nats_server: EmbeddedNatsServer | N
 def empty_jetstream(url: str, timeout_s: float = 10) -> int:
     """Delete every stream on the server (their consumers, KV buckets and object stores with them); how many.
 
-    Runs on a thread of its own: a sync fixture may be set up while the test's event loop exists."""
+    On a thread of its own, with its own event loop: a sync fixture may run while the test's loop exists."""
     async def empty() -> int:
         nc = await nats.connect(url, connect_timeout=timeout_s, allow_reconnect=False, max_reconnect_attempts=0)
         deleted = 0
@@ -86,21 +86,8 @@ def empty_jetstream(url: str, timeout_s: float = 10) -> int:
             await nc.close()
         return deleted
 
-    result: list[int] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(asyncio.run(empty()))
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="empty-jetstream")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return result[0]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="empty-jetstream") as pool:
+        return pool.submit(asyncio.run, empty()).result()
 
 
 @pytest.fixture
