@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import nats
 import pytest
 
+from mnemobus.bus.reset import delete_every_stream
 from mnemobus.bus.server import EmbeddedNatsServer
 
 #: what a test marked own_server is told under --nats-url
@@ -70,24 +70,10 @@ def nats_url(request: pytest.FixtureRequest, nats_server: EmbeddedNatsServer | N
 
 
 def empty_jetstream(url: str, timeout_s: float = 10) -> int:
-    """Delete every stream on the server (their consumers, KV buckets and object stores with them); how many.
-
-    On a thread of its own, with its own event loop: a sync fixture may run while the test's loop exists."""
-    async def empty() -> int:
-        nc = await nats.connect(url, connect_timeout=timeout_s, allow_reconnect=False, max_reconnect_attempts=0)
-        deleted = 0
-        try:
-            js = nc.jetstream(timeout=timeout_s)
-            while streams := await js.streams_info():
-                for info in streams:
-                    await js.delete_stream(info.config.name)
-                    deleted += 1
-        finally:
-            await nc.close()
-        return deleted
-
+    """Delete every stream on the server; how many. On a thread of its own, with its own event loop: a sync
+    fixture may run while the test's loop exists."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="empty-jetstream") as pool:
-        return pool.submit(asyncio.run, empty()).result()
+        return pool.submit(asyncio.run, delete_every_stream(url, timeout_s)).result()
 
 
 @pytest.fixture
