@@ -226,7 +226,6 @@ async def main() -> None:
         tuned = by_setting[best_i][report["group"]]
         figures[f"{tag}_hybrid_recall_at_10"] = tuned["overall"]
         figures[f"{tag}_best_baseline_recall_at_10"] = best_base["overall"]
-        figures[f"{tag}_margin_over_best_baseline"] = round(tuned["overall"] - best_base["overall"], 4)
         figures[f"{tag}_fusion_baseline_recall_at_10"] = base["bm25_vector_rrf"]["overall"]
         figures[f"{tag}_bm25_with_turns_around_recall_at_10"] = windowed["overall"]
         targets[f"{tag}_overall_margin_0.05"] = tuned["overall"] >= best_base["overall"] + 0.05
