@@ -29,7 +29,9 @@ run: $(STAMP)
 test: $(STAMP) $(TEST_PREREQS)
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
 
+# every bench writes bench/results/<bench>.json (QUICK=1: bench/results/quick/, not committed); then the report
 bench: $(STAMP) $(BENCHES)
+	@$(MAKE) --no-print-directory bench-report
 
 clean:
 	rm -rf data .pytest_cache

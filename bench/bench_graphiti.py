@@ -53,7 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, percentile, print_table, quick, write_results  # noqa: E402
+from common import percentile, print_table, quick, result_path, write_results  # noqa: E402
 
 from mnemobus.procmem import memory_mb  # noqa: E402  (stdlib only: safe in the Graphiti venv too)
 
@@ -375,7 +375,7 @@ async def main() -> None:
     # VmHWM of this process: mnemobus, its store and its embedder (Graphiti and Neo4j are other processes)
     figures["mnemobus_process_peak_rss_mb"] = peak_rss_of()
     merge = os.environ.get("BENCH_MERGE", "") not in ("", "0")
-    earlier = RESULTS / "bench_graphiti.json"
+    earlier = result_path("bench_graphiti")
     counts = {**(json.loads(earlier.read_text()) if merge and earlier.exists() else {}), **figures}
     # one line for the report: the query count differs per size
     figures["queries"] = ", ".join(f"{counts[f'{label}_queries']} at {label}" for label in SIZES

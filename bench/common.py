@@ -11,7 +11,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+#: committed: the source of every figure the README and bench/report.md quote (a full run writes here)
 RESULTS = Path(__file__).parent / "results"
+#: ignored: a QUICK=1 run's figures are not the ones quoted, so they never replace a full run's
+QUICK_RESULTS = RESULTS / "quick"
+#: ignored: large raw outputs (corpora, per-query lists) that a result file only summarises
+RAW = RESULTS / "raw"
 
 
 def quick() -> bool:
@@ -67,16 +72,23 @@ def summary_ms(samples_s: Sequence[float]) -> dict[str, float]:
 def write_results(bench: str, figures: Mapping[str, Any], baseline: str, *, merge: bool = False) -> Path:
     """bench/results/<bench>.json: a flat object of named figures plus `machine` and `baseline`.
 
-    merge=True keeps the figures of an earlier run that this run did not measure (a partial re-run).
+    A QUICK=1 run writes bench/results/quick/<bench>.json instead (git-ignored), so a small run never
+    replaces the committed figures. merge=True keeps the figures of an earlier run that this run did not
+    measure (a partial re-run).
     """
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{bench}.json"
+    path = result_path(bench)
+    path.parent.mkdir(parents=True, exist_ok=True)
     earlier = json.loads(path.read_text()) if merge and path.exists() else {}
     where = machine()
     path.write_text(json.dumps({**earlier, **figures, "machine": where, "baseline": baseline}, indent=2,
                                sort_keys=True) + "\n")
     print(f"machine: {where}\nbaseline: {baseline}\nwritten to {path}")
     return path
+
+
+def result_path(bench: str) -> Path:
+    """Where this run's figures for `bench` go (and where a partial re-run finds the earlier ones)."""
+    return (QUICK_RESULTS if quick() else RESULTS) / f"{bench}.json"
 
 
 def print_table(title: str, figures: Mapping[str, Any]) -> None:

@@ -256,6 +256,8 @@ class WorkerSettings(Section):
     backoff_s: list[float] = Field(default_factory=lambda: [0.5, 1, 2, 4, 8])
     ack_wait_s: float = Field(default=30, gt=0)
     heartbeat_s: float = Field(default=5, gt=0)
+    idle_fetch_s: float = Field(default=1.0, gt=0, le=3600, description="how long one fetch waits for episodes "
+                                "before asking again (a stop ends the wait at once)")
 
     @field_validator("backoff_s")
     @classmethod

@@ -134,9 +134,24 @@ class EpisodeWorker:
             await self.consumer.close()
 
     async def _fetch(self) -> list[Delivery]:
+        """The next batch, or [] at once when the worker is told to stop: an idle fetch would otherwise hold the
+        stop for up to `idle_fetch_s`. A fetch cut short settles nothing, so whatever the server had already
+        handed it stays unacked and is redelivered after ack_wait: never acked unstored, never lost."""
+        batch: list[Delivery] = []
+        async with anyio.create_task_group() as fetching:
+            async def cut_short_on_stop() -> None:
+                await self._stop.wait()
+                fetching.cancel_scope.cancel()
+
+            fetching.start_soon(cut_short_on_stop)
+            batch = await self._fetch_or_recover()
+            fetching.cancel_scope.cancel()
+        return batch
+
+    async def _fetch_or_recover(self) -> list[Delivery]:
         """The next batch; [] after a timeout or a fetch error (counted, then stream and consumer declared again)."""
         try:
-            return await self.consumer.fetch(self.cfg.batch, timeout_s=1.0)
+            return await self.consumer.fetch(self.cfg.batch, timeout_s=self.cfg.idle_fetch_s)
         except FetchFailed as exc:
             self.metrics.worker_fetch_errors.labels(kind=exc.kind).inc()
             self.retry_log.warning("fetch", "fetch failed (%s); declaring stream and consumer again and "

@@ -23,10 +23,11 @@ def users_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, own_nats_server, users_file: Path) -> Settings:  # type: ignore[no-untyped-def]
-    """Settings for a test: its own nats-server (streams and durables are per server), a private SQLite file, short timeouts."""
+def settings(tmp_path: Path, fresh_nats_url: str, users_file: Path) -> Settings:
+    """Settings for a test: the session's nats-server emptied of streams (a private one for own_server tests), a
+    private SQLite file, short timeouts."""
     return Settings(
-        nats={"url": own_nats_server.url, "max_message_bytes": 64 * 1024},
+        nats={"url": fresh_nats_url, "max_message_bytes": 64 * 1024},
         store={"backend": "sqlite", "sqlite_path": tmp_path / "memory.sqlite3"},
         # shedding on loop lag and on the recall time share is off: a busy test machine (a Neo4j JVM starting) must
         # not decide what recall returns

@@ -89,7 +89,11 @@ async def test_command_reply_goes_only_to_the_requesters_inbox(api: Api) -> None
     await api.rt.bus.nc.publish(subjects.api("command"), command("/memory show").to_wire(), reply=reply_to,
                                 headers=api.auth)
     answer = await inbox.next_msg(timeout=5)
-    await anyio.sleep(0.2)
+    sentinel = api.rt.bus.nc.new_inbox()  # the spy sees one connection's messages in order: a leak comes first
+    await api.rt.bus.nc.publish(sentinel, b"")
+    with anyio.fail_after(5):
+        while not any(s == sentinel for s, _ in seen):
+            await anyio.sleep(0.01)
     await sub.unsubscribe()
     assert b"Berlin" in answer.data
     leaked = [s for s, d in seen if b"Berlin" in d and s != reply_to]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-import anyio
 import pytest
 
 from tests.api.conftest import Api, wait_for
+from tests.bus_counts import settle_behind_a_sentinel
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +68,7 @@ async def test_messages_with_the_same_client_uuid_are_stored_once(api: Api, grou
     assert first.status_code == second.status_code == 202
     assert first.json()["episode_uuids"] == second.json()["episode_uuids"]
     await wait_for(lambda: api.store.count_episodes(group_id), 1)
-    await anyio.sleep(0.3)  # give a second copy, if there were one, time to land
+    await settle_behind_a_sentinel(api.rt.bus, api.store)  # a second copy, were there one, is settled by now
     assert await api.store.count_episodes(group_id) == 1
 
 

@@ -32,14 +32,26 @@ async def test_a_started_api_loads_the_recently_written_groups_before_their_firs
             rt.stop.set()
 
 
-async def test_a_process_serving_both_the_plugin_and_the_api_loads_the_indexes_once(settings: Settings) -> None:
+async def test_a_process_serving_both_the_plugin_and_the_api_loads_the_indexes_once(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     await write_groups_in_order(settings, "user_old", "user_new")
     async with open_runtime(_warming(settings, 2)) as rt:
+        claims: list[bool] = []
+        real_claim = rt.engine.claim_warming
+
+        def claim() -> bool:
+            claims.append(real_claim())
+            return claims[-1]
+
+        monkeypatch.setattr(rt.engine, "claim_warming", claim)
         async with anyio.create_task_group() as tg:
             await tg.start(lambda task_status: serve(rt, {"plugin"}, plugins=[MemoryPlugin()], task_status=task_status))
             await tg.start(functools.partial(run_api, rt, api=ApiSettings(port=0, drain_timeout_s=2)))
+            with anyio.fail_after(10):  # both roles have asked: a second load, were there one, is under way
+                while len(claims) < 2:
+                    await anyio.sleep(0.01)
             await until_warmed(rt.metrics)
-            await anyio.sleep(0.2)  # room for a second load, were there one
+            assert claims == [True, False]
             assert rt.metrics.warmed_groups._value.get() == 2
             assert rt.metrics.index_warms.labels(outcome="ok")._value.get() == 1
             rt.stop.set()

@@ -14,6 +14,7 @@ from mnemobus.app import open_runtime, serve
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.dlq import list_letters
 from mnemobus.envelope import EpisodeMessage
+from tests.bus_counts import worker_settled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.own_server, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ async def test_worker_killed_mid_stream_loses_and_doubles_nothing(settings):
             assert 0 < killed_at < total, "the kill must land in the middle of the stream"
             worker = _worker_process(settings)
             assert await _wait_count(rt.engine, total, timeout=240) == total
-            await anyio.sleep(2.5)  # past ack_wait: any redelivery would have landed by now
+            assert await worker_settled(rt.bus)  # nothing left to redeliver
             assert await _count(rt.engine) == total
             assert await list_letters(rt.bus) == []
         finally:
@@ -113,7 +114,7 @@ async def test_nats_restart_while_publishing_and_consuming_loses_nothing(setting
             tg.start_soon(restart_midway)
             await _publish_all(rt.bus, 0, total)
             assert await _wait_count(rt.engine, total, timeout=180) == total
-            await anyio.sleep(1)
+            assert await worker_settled(rt.bus)  # nothing left to redeliver
             assert await _count(rt.engine) == total
             assert restarted_at and restarted_at[0] < total, "the restart must land in the middle of the stream"
             rt.stop.set()

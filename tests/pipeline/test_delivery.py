@@ -8,7 +8,9 @@ import anyio
 import pytest
 
 from mnemobus import subjects
+from mnemobus.bus.dlq import list_letters
 from mnemobus.envelope import EpisodeMessage
+from tests.bus_counts import worker_settled
 from tests.pipeline.conftest import ask, dead_letters, request, wait_for_episodes
 
 pytestmark = pytest.mark.anyio
@@ -63,9 +65,9 @@ async def test_episode_is_retried_while_the_store_is_locked_and_stored_once_afte
         release.set()
         holder.join()
     assert await wait_for_episodes(pipeline, "user_josh", 5, timeout=20) == 5
-    await anyio.sleep(0.3)
+    assert await worker_settled(pipeline.bus)  # no retry still on its way
     assert await pipeline.engine.store.count_episodes("user_josh") == 5
-    assert await dead_letters(pipeline, "user_josh", n=1, timeout=0.2) == []
+    assert await list_letters(pipeline.bus, "user_josh") == []
 
 
 async def test_episode_that_keeps_failing_is_dead_lettered_after_max_deliver(pipeline, monkeypatch):

@@ -8,6 +8,7 @@ from mnemobus.envelope import EpisodeMessage
 from plugins.echo import EchoExecutor
 from plugins.memory import MemoryPlugin
 from plugins.memory.formation import FormationGate
+from tests.bus_counts import settle_behind_a_sentinel
 from tests.pipeline.conftest import ask, request, wait_for_episodes
 
 
@@ -64,9 +65,9 @@ async def test_buffered_exchanges_are_flushed_when_the_plugin_drains(settings):
                                                      task_status=task_status))
             await ask(rt, request("first"))
             await ask(rt, request("second"))
-            await anyio.sleep(0.3)
+            await settle_behind_a_sentinel(rt.bus, rt.engine.store)
             assert await rt.engine.store.count_episodes("user_josh") == 0
             rt.stop.set()
         # the worker stopped with the plugin; the flushed window waits in the stream
         info = await rt.bus.js.stream_info("MEMORY_EPISODES")
-        assert info.state.messages == 2  # one window per group: user_josh and agent_echo__user_josh
+        assert info.state.messages == 3  # one window per group (user_josh, agent_echo__user_josh) and the sentinel

@@ -9,6 +9,7 @@ from mnemobus import subjects
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import HOLD_TICKS, TICK_S, LoopLag
+from tests.bus_counts import settle_behind_a_sentinel
 from tests.pipeline.conftest import ask, request, running, wait_for_episodes
 from tests.warming_support import until_warmed, write_groups_in_order
 
@@ -140,9 +141,11 @@ async def test_episode_refused_by_the_stream_is_parked_and_delivered_later(pipel
     monkeypatch.setattr(pipeline.bus, "js_send", flaky_send)
     reply = await ask(pipeline, request("I moved from Berlin to London."))
     assert reply["content"].startswith("Noted")
-    await anyio.sleep(0.3)
+    with anyio.fail_after(10):  # one per group, parked: the acks are awaited after the answer
+        while pipeline.metrics.episode_emit_errors._value.get() < 2:
+            await anyio.sleep(0.01)
     assert await pipeline.engine.store.count_episodes("user_josh") == 0
-    assert pipeline.metrics.episode_emit_errors._value.get() == 2  # one per group, parked
+    assert pipeline.metrics.episode_emit_errors._value.get() == 2
     state["down"] = False
     assert await wait_for_episodes(pipeline, "user_josh", 1, timeout=10) == 1
     assert await wait_for_episodes(pipeline, "agent_echo__user_josh", 1, timeout=10) == 1
@@ -153,8 +156,8 @@ async def test_excluded_skill_neither_reads_nor_writes_memory(pipeline):
     req.payload.skill = "alert"
     reply = await ask(pipeline, req)
     assert reply["memory"]["status"] == "skipped"
-    await anyio.sleep(0.3)
-    assert await pipeline.engine.store.count_episodes() == 0
+    await settle_behind_a_sentinel(pipeline.bus, pipeline.engine.store)
+    assert await pipeline.engine.store.count_episodes() == 1  # the sentinel alone
 
 
 async def test_known_user_also_recalls_what_they_said_before_being_mapped(pipeline, users_file):

@@ -7,6 +7,7 @@ import pytest
 
 from mnemobus import subjects
 from mnemobus.store.model import episode_id_for
+from tests.bus_counts import settle_behind_a_sentinel
 from tests.pipeline.conftest import ask, request, wait_for_episodes
 
 pytestmark = pytest.mark.anyio
@@ -57,15 +58,15 @@ async def test_stored_episode_holds_the_message_without_the_context_block(pipeli
 async def test_memory_disabled_user_is_neither_recalled_nor_stored(pipeline):
     reply = await ask(pipeline, request("remember nothing", user="999"))
     assert reply["memory"]["status"] == "disabled"
-    await anyio.sleep(0.3)
-    assert await pipeline.engine.store.count_episodes() == 0
+    await settle_behind_a_sentinel(pipeline.bus, pipeline.engine.store)
+    assert await pipeline.engine.store.count_episodes() == 1  # the sentinel alone
 
 
 async def test_request_without_user_or_system_actor_skips_memory(pipeline):
     reply = await ask(pipeline, request("cron tick", user=None, platform="cron"))
     assert reply["memory"]["status"] == "skipped"
-    await anyio.sleep(0.3)
-    assert await pipeline.engine.store.count_episodes() == 0
+    await settle_behind_a_sentinel(pipeline.bus, pipeline.engine.store)
+    assert await pipeline.engine.store.count_episodes() == 1  # the sentinel alone
 
 
 async def test_system_actor_request_is_stored_in_its_system_group(pipeline):
@@ -94,14 +95,17 @@ async def test_agent_that_does_not_answer_gives_a_clear_error_reply(pipeline):
 
 async def test_failed_execution_is_not_stored_as_an_episode(pipeline):
     await ask(pipeline, request("anyone?", agent="nobody"))
-    await anyio.sleep(0.3)
-    assert await pipeline.engine.store.count_episodes() == 0
+    await settle_behind_a_sentinel(pipeline.bus, pipeline.engine.store)
+    assert await pipeline.engine.store.count_episodes() == 1  # the sentinel alone
 
 
 async def test_slow_agent_gets_a_timeout_error_not_silence(pipeline):
+    gave_up = anyio.Event()
+
     async def slow(msg):
-        await anyio.sleep(5)
+        await gave_up.wait()  # still working when the plugin stops waiting (a sleep here held the teardown 3 s)
 
     await pipeline.bus.nc.subscribe(subjects.skill_execute("sloth"), cb=slow)
     reply = await ask(pipeline, request("hurry", agent="sloth"))
+    gave_up.set()
     assert "did not answer within 2s" in reply["error"]

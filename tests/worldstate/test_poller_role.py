@@ -10,7 +10,7 @@ from mnemobus.config import Settings
 from worldstate.poller import EXTRA_CONFIG, current_document, run_poller
 from worldstate_support import shipped_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.own_server]
+pytestmark = pytest.mark.anyio
 
 
 async def test_role_serves_a_document_once_started_and_returns_on_stop(settings: Settings) -> None:

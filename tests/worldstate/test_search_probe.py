@@ -10,7 +10,7 @@ from mnemobus.config import Settings
 from worldstate.probes import sentinel_episode
 from worldstate_support import goal_state, running_world, shipped_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.own_server]
+pytestmark = pytest.mark.anyio
 
 
 def break_episode_search(settings: Settings) -> None:

@@ -11,8 +11,6 @@ from mnemobus.config import Settings
 from worldstate.cli import add_status_command
 from worldstate_support import GOALS_FILE
 
-pytestmark = pytest.mark.own_server
-
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
