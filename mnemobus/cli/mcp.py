@@ -14,9 +14,10 @@ async def _serve(settings: Settings) -> int:
     from mnemobus.api.mcp_door import run_mcp_stdio
     from mnemobus.app import open_runtime, serve
 
-    # on a bus this process embeds, nobody else can store what add_memory queues: the worker runs here too
-    roles = {"worker"} if settings.nats.url is None else set()
     async with open_runtime(settings) as rt, anyio.create_task_group() as tg:
+        # on a bus this process embeds, nobody else can store what add_memory queues: the worker runs here too; on
+        # a running `mnemobus run`'s bus (found through its data directory) or a configured one, its workers do
+        roles = {"worker"} if rt.server is not None else set()
         await tg.start(lambda task_status: serve(rt, roles, plugins=[], task_status=task_status))
         await run_mcp_stdio(rt)  # returns when the client closes stdin
         rt.stop.set()
