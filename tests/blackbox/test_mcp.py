@@ -130,3 +130,13 @@ async def test_over_stdio_a_memory_is_stored_and_found_and_listed(stdio_client: 
     assert any("Max" in i["fact"] for i in items)
     listed = await stdio_client.call_tool("get_episodes", {"group_id": "mcp_stdio"})
     assert [e["uuid"] for e in listed.structured_content["episodes"]] == added.structured_content["episode_uuids"]
+
+
+def test_stopping_the_http_role_drains_without_a_traceback(tmp_path: Path) -> None:
+    port = free_port()
+    env = service_env(tmp_path, MNEMOBUS_MCP__PORT=str(port), MNEMOBUS_API__API_KEY=ADMIN_TOKEN)
+    with service_process(tmp_path, "mcp", env=env, port=port, ready_path="/mcp", ready_status=401):
+        pass  # up, then SIGTERM
+    log = (tmp_path / "service.log").read_text()
+    assert "session manager shutting down" in log
+    assert "Traceback" not in log and "CancelledError" not in log

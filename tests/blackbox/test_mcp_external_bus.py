@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import nats
 import pytest
 from mcp import Client
@@ -81,14 +82,24 @@ def external_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
         server.stop()
 
 
+METRICS_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def mcp_on_external_bus(external_bus: tuple[str, Path]) -> Iterator[str]:
     url, home = external_bus
     port = free_port()
     env = bus_env(url, home, MNEMOBUS_MCP__PORT=str(port), MNEMOBUS_API__API_KEY=ADMIN_TOKEN,
+                  MNEMOBUS_METRICS__PORT=str(METRICS_PORT),
                   MNEMOBUS_MCP__CLIENTS=json.dumps([{"name": "reader", "token": READER_TOKEN}]))
     with service_process(home, "mcp", env=env, port=port, ready_path="/mcp", ready_status=401) as base:
         yield f"{base}/mcp"
+
+
+def _invalid_calls(tool: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+    line = f'mnemobus_mcp_calls_total{{outcome="invalid",tool="{tool}"}} '
+    return sum(float(ln[len(line):]) for ln in text.splitlines() if ln.startswith(line))
 
 
 async def _ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -175,3 +186,25 @@ def test_stdio_started_elsewhere_without_the_checkout_refuses_naming_both_stores
     assert done.returncode == 1, done.stderr[-2000:]
     assert f"{tmp_path.resolve()}/data/mnemobus.sqlite3" in done.stderr
     assert f"{checkout.resolve()}/data/mnemobus.sqlite3" in done.stderr
+
+
+async def test_an_argument_of_the_wrong_type_is_a_422_naming_it_and_is_counted(mcp_on_external_bus: str) -> None:
+    before = _invalid_calls("get_episodes")
+    async with _over_http(mcp_on_external_bus, READER_TOKEN) as client:
+        bad = await client.call_tool("get_episodes", {"group_id": "ext_types", "last_n": "lots"})
+    assert bad.is_error and _text(bad).startswith("Error executing tool get_episodes: 422: last_n: ")
+    assert _invalid_calls("get_episodes") == before + 1
+
+
+async def test_an_empty_query_is_a_422_not_an_empty_answer(mcp_on_external_bus: str) -> None:
+    async with _over_http(mcp_on_external_bus, READER_TOKEN) as client:
+        bad = await client.call_tool("search_memory", {"query": "  ", "group_ids": ["ext_every_tool"]})
+    assert bad.is_error and "422: query: Value error, is empty" in _text(bad)
+
+
+async def test_an_empty_group_list_is_a_422_and_searches_no_group(mcp_on_external_bus: str) -> None:
+    async with _over_http(mcp_on_external_bus, READER_TOKEN) as client:
+        await _ok(client, "add_memory", {"group_id": "ext_someone_else", "content": "My PIN is 4711."})
+        await _search_until_found(client, "ext_someone_else", "PIN")
+        bad = await client.call_tool("search_memory", {"query": "PIN", "group_ids": []})
+    assert bad.is_error and "422: group_ids: Value error, is empty" in _text(bad)
