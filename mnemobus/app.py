@@ -35,6 +35,7 @@ from mnemobus.plugin import Plugin, PluginContext
 from mnemobus.private_files import write_private
 from mnemobus.runtime import Runtime
 from mnemobus.runner import run_plugins
+from mnemobus.warming import warm_engine
 from mnemobus.worker import EpisodeWorker
 
 log = logging.getLogger("mnemobus.app")
@@ -153,24 +154,14 @@ async def _watch_signals(stop: anyio.Event) -> None:
             return
 
 
-async def _warm_up(engine: Any) -> None:
-    """Load the embedding model and open the store before the first request pays for it."""
-    from mnemobus.groups import GroupId
-    from mnemobus.store.model import RecallQuery
-
-    try:
-        await engine.recall(RecallQuery(text="warm up", group_ids=(GroupId("_warmup"),)))
-    except Exception as exc:  # a cold first request is better than no start
-        log.warning("engine warm-up failed: %s", exc)
-
-
 @contextlib.asynccontextmanager
-async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus: bool = False,
+async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus: bool = False, warm: bool = True,
                        metrics: PipelineMetrics | None = None) -> AsyncIterator[Runtime]:
     """Connect everything a role needs; close it all in reverse order.
 
     On a bus this process did not start, an engine is opened only on the store the workers there write
-    (`peers.check_same_store`)."""
+    (`peers.check_same_store`). `warm=False` leaves loading the embedder to the caller (`warm_engine`), for a door
+    that must answer before it is done (MCP: the client's handshake would wait for a first build)."""
     from mnemobus.engine import open_engine
 
     metrics = metrics or PipelineMetrics()
@@ -185,8 +176,8 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
             identity = IdentityRegistry(settings.identity.users_file,
                                         on_reload=lambda o: metrics.identity_reloads.labels(outcome=o).inc())
             engine = await open_engine(settings, metrics.llm) if need_engine else None
-            if engine is not None:
-                await _warm_up(engine)
+            if engine is not None and warm:
+                await warm_engine(engine)
             try:
                 yield Runtime(settings, bus, metrics, identity, engine, anyio.Event(), server, url)
             finally:
@@ -238,7 +229,7 @@ async def _run(settings: Settings, roles: set[str], metrics: PipelineMetrics, he
                once: bool, echo: Callable[[str], None] | None) -> int:
     # every role but a lone plugin-free bus watcher reads or writes memory; `mcp` alone had no engine (issue 34)
     async with open_runtime(settings, need_engine=bool(roles & {"plugin", "worker", "api", "worldstate", "mcp"}),
-                            own_bus=True, metrics=metrics) as rt:
+                            own_bus=True, warm=not roles <= {"mcp", "worker"}, metrics=metrics) as rt:
         health.bus = rt.bus
         if echo:
             echo(f"[bus] {'embedded nats-server at ' if rt.server else 'connected to '}{rt.url}; "

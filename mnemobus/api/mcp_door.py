@@ -261,6 +261,7 @@ EXTRA_MCP_URL = "mcp.url"
 async def run_mcp_http(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """The `mcp` role: streamable HTTP until `rt.stop` is set, then the open calls finish."""
     from mnemobus.api.service import start_http
+    from mnemobus.warming import warm_engine
 
     settings = rt.settings
     if not has_http_credentials(settings):
@@ -270,6 +271,7 @@ async def run_mcp_http(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.T
     app = require_token(server.streamable_http_app(streamable_http_path=settings.mcp.path, host=settings.mcp.host),
                         settings)
     async with anyio.create_task_group() as tg:
+        tg.start_soon(warm_engine, rt.engine)  # beside serving: a handshake never waits for a first table build
         http, url = await start_http(tg, app, settings.mcp.host, settings.mcp.port,
                                      drain_timeout_s=settings.api.drain_timeout_s, lifespan="on")
         try:
