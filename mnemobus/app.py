@@ -15,7 +15,6 @@ import signal
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import anyio
