@@ -50,3 +50,23 @@ def test_a_second_run_on_the_same_data_directory_refuses_and_says_how_to_join(
     assert f"{home / 'nats'} is in use" in proc.stderr
     assert f'MNEMOBUS_NATS__URL="$(cat {home / "nats" / "embedded-url"})"' in proc.stderr
     assert (home / "nats" / "embedded-url").exists()
+
+
+@pytest.mark.anyio
+async def test_mcp_over_stdio_next_to_a_running_process_uses_its_bus_worker_and_store(
+        running: tuple[Path, dict[str, str]]) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from tests.blackbox.test_mcp import _search_until_found, _text
+
+    home, env = running
+    before = (home / "nats" / "embedded-url").read_text()
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mnemobus.cli", "mcp"], cwd=str(ROOT), env=env)
+    async with Client(params) as client:
+        added = await client.call_tool("add_memory", {"group_id": "next_to_run", "content": "My bike is red.",
+                                                      "speaker": "Ana"})
+        assert not added.is_error, _text(added)
+        items = await _search_until_found(client, "next_to_run", "What colour is the bike?")
+    assert any("red" in i["fact"] for i in items)
+    assert (home / "nats" / "embedded-url").read_text() == before
