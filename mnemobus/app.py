@@ -226,7 +226,7 @@ async def run(settings: Settings, role: str, *, demo: bool = False, once: bool =
 
 async def _run(settings: Settings, roles: set[str], metrics: PipelineMetrics, health: Health, *, demo: bool,
                once: bool, echo: Callable[[str], None] | None) -> int:
-    # every role but a lone plugin-free bus watcher reads or writes memory; `mcp` alone had no engine (issue 34)
+    # the roles that read or write memory; `mcp` was missing, so `--role mcp` alone had no engine (issue 34)
     async with open_runtime(settings, need_engine=bool(roles & {"plugin", "worker", "api", "worldstate", "mcp"}),
                             own_bus=True, warm=not roles <= {"mcp", "worker"}, metrics=metrics) as rt:
         health.bus = rt.bus
