@@ -14,7 +14,8 @@ import secrets
 import signal
 import socket
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import anyio
 from pydantic import SecretStr
@@ -28,10 +29,12 @@ from mnemobus.errors import MnemobusError
 from mnemobus.health import Health, serve_metrics
 from mnemobus.identity import IdentityRegistry
 from mnemobus.metrics import PipelineMetrics
+from mnemobus.peers import check_same_store
 from mnemobus.plugin import Plugin, PluginContext
 from mnemobus.private_files import write_private
 from mnemobus.runtime import Runtime
 from mnemobus.runner import run_plugins
+from mnemobus.warming import warm_engine
 from mnemobus.worker import EpisodeWorker
 
 log = logging.getLogger("mnemobus.app")
@@ -56,16 +59,63 @@ def with_worker_on_embedded_bus(roles: set[str], *, embedded: bool) -> set[str]:
     return roles
 
 
+class DataDirInUse(MnemobusError):
+    """`mnemobus run` without a URL on a data directory whose embedded nats-server another process runs."""
+
+
+def running_embedded_url(data_dir: Path) -> str | None:
+    """The URL (with its credentials) of the embedded nats-server a running process owns on `data_dir`, or None.
+
+    The owner writes `<data_dir>/embedded-url` once its server is up and removes it at exit; a file left by a
+    process that was killed names a port nobody answers on, so a TCP connect tells the two apart."""
+    try:
+        url = (data_dir / "embedded-url").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    parts = urlsplit(url)
+    if not url or parts.hostname is None or parts.port is None:
+        return None
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=1).close()
+    except OSError:
+        return None
+    return url
+
+
+def _without_credentials(url: str, nats: NatsSettings) -> tuple[str, NatsSettings]:
+    parts = urlsplit(url)
+    clean = urlunsplit(parts._replace(netloc=f"{parts.hostname}:{parts.port}"))
+    return clean, nats.model_copy(update={"user": unquote(parts.username or "") or None,
+                                          "password": SecretStr(unquote(parts.password or "")) if parts.password
+                                          else None, "permissions_enforced": True})
+
+
 @contextlib.asynccontextmanager
-async def nats_url(settings: Settings) -> AsyncIterator[tuple[str, EmbeddedNatsServer | None, NatsSettings]]:
+async def nats_url(settings: Settings, *, own: bool = False) -> AsyncIterator[tuple[str, EmbeddedNatsServer | None,
+                                                                                    NatsSettings]]:
     """The configured URL, or an embedded server's for as long as the block runs, with the settings to connect by.
 
     The embedded server has one user, this process, with a password made for this start: another local process
     cannot publish a request or an episode on it, so what its messages claim comes from this process
     (`permissions_enforced`). Its URL with the credentials is written, readable by the owner only, to
-    `<nats.data_dir>/embedded-url` for a local tool the owner wants to connect."""
+    `<nats.data_dir>/embedded-url` for a local tool the owner wants to connect.
+
+    When a running process already owns the data directory's server, a second one is never started on it (two
+    servers on one JetStream directory, and the second deleting the first's `embedded-url` at exit, issue 41):
+    a command (`own=False`: doctor, status, dlq, memory, mcp) joins the running one as its owner's user; a
+    process that would own the bus (`own=True`: `mnemobus run`) refuses, saying how to join it instead."""
     if settings.nats.url:
         yield settings.nats.url, None, settings.nats
+        return
+    if running := running_embedded_url(settings.nats.data_dir):
+        url_file = settings.nats.data_dir / "embedded-url"
+        if own:
+            raise DataDirInUse(f"{settings.nats.data_dir} is in use: a running mnemobus serves its nats-server "
+                               f"({_without_credentials(running, settings.nats)[0]}); stop it first, or run this "
+                               f"next to it on its bus: MNEMOBUS_NATS__URL=\"$(cat {url_file})\" mnemobus run ...")
+        log.info("using the running nats-server of %s (from %s)", settings.nats.data_dir, url_file)
+        url, connect = _without_credentials(running, settings.nats)
+        yield url, None, connect
         return
     password = secrets.token_urlsafe(24)
     server = EmbeddedNatsServer(settings.nats.data_dir, config=nats_single_user(EMBEDDED_USER, password))
@@ -103,35 +153,30 @@ async def _watch_signals(stop: anyio.Event) -> None:
             return
 
 
-async def _warm_up(engine: Any) -> None:
-    """Load the embedding model and open the store before the first request pays for it."""
-    from mnemobus.groups import GroupId
-    from mnemobus.store.model import RecallQuery
-
-    try:
-        await engine.recall(RecallQuery(text="warm up", group_ids=(GroupId("_warmup"),)))
-    except Exception as exc:  # a cold first request is better than no start
-        log.warning("engine warm-up failed: %s", exc)
-
-
 @contextlib.asynccontextmanager
-async def open_runtime(settings: Settings, *, need_engine: bool = True,
+async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus: bool = False, warm: bool = True,
                        metrics: PipelineMetrics | None = None) -> AsyncIterator[Runtime]:
-    """Connect everything a role needs; close it all in reverse order."""
+    """Connect everything a role needs; close it all in reverse order.
+
+    On a bus this process did not start, an engine is opened only on the store the workers there write
+    (`peers.check_same_store`). `warm=False` leaves loading the embedder to the caller (`warm_engine`), for a door
+    that must answer before it is done (MCP: the client's handshake would wait for a first build)."""
     from mnemobus.engine import open_engine
 
     metrics = metrics or PipelineMetrics()
-    async with nats_url(settings) as (url, server, nats_settings):
+    async with nats_url(settings, own=own_bus) as (url, server, nats_settings):
         settings = settings.model_copy(update={"nats": nats_settings})
         bus = await Bus.connect(url, settings.nats, name=f"mnemobus-{socket.gethostname()}-{os.getpid()}",
                                 count_error=lambda kind: metrics.bus_errors.labels(kind=kind).inc())
         try:
             await bus.ensure_streams()
+            if need_engine and server is None:
+                await check_same_store(bus, settings.store)
             identity = IdentityRegistry(settings.identity.users_file,
                                         on_reload=lambda o: metrics.identity_reloads.labels(outcome=o).inc())
             engine = await open_engine(settings, metrics.llm) if need_engine else None
-            if engine is not None:
-                await _warm_up(engine)
+            if engine is not None and warm:
+                await warm_engine(engine)
             try:
                 yield Runtime(settings, bus, metrics, identity, engine, anyio.Event(), server, url)
             finally:
@@ -181,8 +226,9 @@ async def run(settings: Settings, role: str, *, demo: bool = False, once: bool =
 
 async def _run(settings: Settings, roles: set[str], metrics: PipelineMetrics, health: Health, *, demo: bool,
                once: bool, echo: Callable[[str], None] | None) -> int:
-    async with open_runtime(settings, need_engine=bool(roles & {"plugin", "worker", "api", "worldstate"}),
-                            metrics=metrics) as rt:
+    # the roles that read or write memory; `mcp` was missing, so `--role mcp` alone had no engine (issue 34)
+    async with open_runtime(settings, need_engine=bool(roles & {"plugin", "worker", "api", "worldstate", "mcp"}),
+                            own_bus=True, warm=not roles <= {"mcp", "worker"}, metrics=metrics) as rt:
         health.bus = rt.bus
         if echo:
             echo(f"[bus] {'embedded nats-server at ' if rt.server else 'connected to '}{rt.url}; "

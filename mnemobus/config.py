@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mnemobus.errors import ConfigError
+from mnemobus.redact import is_secret_field, mask_urls
 
 ENV_PREFIX = "MNEMOBUS_"
 DEFAULT_CONFIG = Path("workspace/mnemobus.yaml")
@@ -426,6 +427,8 @@ def load_settings(path: Path | str | None = None) -> Settings:
         for err in exc.errors():
             loc = tuple(err["loc"])
             got = err.get("input")
-            shown = "" if isinstance(got, dict) else f" (got {got!r})"
-            lines.append(f"{_origin(loc, file if file.exists() else None)}: field '{_describe(loc)}': {err['msg']}{shown}")
+            # a secret's value is never shown back, nor a URL's password (issue 41: a short MCP token was echoed)
+            shown = "" if isinstance(got, (dict, list)) or is_secret_field(loc) else f" (got {got!r})"
+            lines.append(mask_urls(f"{_origin(loc, file if file.exists() else None)}: field '{_describe(loc)}': "
+                                   f"{err['msg']}{shown}"))
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from exc

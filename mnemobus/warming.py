@@ -16,6 +16,7 @@ from mnemobus.engine import MemoryEngine
 from mnemobus.groups import GroupId
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.store.contract import Warming
+from mnemobus.store.model import RecallQuery
 
 log = logging.getLogger("mnemobus.warming")
 
@@ -37,3 +38,12 @@ async def warm_recall_indexes(engine: MemoryEngine | None, max_groups: int, metr
     log.info("recall indexes of %d recently active group(s) loaded in %.1f s", len(groups),
              time.perf_counter() - started)
     return groups
+
+
+async def warm_engine(engine: MemoryEngine) -> None:
+    """Load the embedder (building the static table the first time, with progress in the log) and open the store
+    before the first request pays for it. A failure is logged: a cold first request is better than no start."""
+    try:
+        await engine.recall(RecallQuery(text="warm up", group_ids=(GroupId("_warmup"),)))
+    except Exception as exc:  # noqa: BLE001
+        log.warning("engine warm-up failed: %s", exc)

@@ -33,6 +33,7 @@ from mnemobus.errors import InvalidMessage, StoreUnavailable
 from mnemobus.groups import InvalidGroupId, validate_group_id
 from mnemobus.logthrottle import ThrottledLog
 from mnemobus.metrics import PipelineMetrics
+from mnemobus.peers import store_identity
 from mnemobus.store.model import Episode
 
 log = logging.getLogger("mnemobus.worker")
@@ -319,6 +320,7 @@ class EpisodeWorker:
                     "beat_at": datetime.now(timezone.utc).isoformat(),
                     "last_processed_at": self.last_processed_at.isoformat() if self.last_processed_at else None,
                     "processed": self.processed, "pending": pending, "restarts": self.restarts,
+                    "store": store_identity(self.settings.store), "every_s": self.settings.worker.heartbeat_s,
                 }).encode()
                 await self.bus.put_key(subjects.HEARTBEAT_BUCKET, subjects.heartbeat_key("worker", self.instance_id),
                                        beat, replicas=self.settings.nats.streams.replicas)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import anyio
 from anyio.abc import TaskStatus
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import BaseModel, Field, ValidationError
 
 from mnemobus.api.core import MemoryService
@@ -74,10 +74,32 @@ def has_http_credentials(settings: Settings) -> bool:
     return settings.api.api_key is not None or bool(settings.mcp.clients)
 
 
+def _described(exc: ValidationError) -> str:
+    """`422: <field>: <why>; ...`, the text every door's refusal of bad arguments starts with."""
+    return "422: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+
+
+class _Door(MCPServer):
+    """The SDK's server, except that arguments of the wrong type (refused by the SDK against the tool's signature,
+    before our code runs) are answered and counted like every other bad argument: `422: <field>: <why>`."""
+
+    metrics: PipelineMetrics | None = None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                _count(self.metrics, name, "invalid")
+                raise ToolError(f"Error executing tool {name}: {_described(exc.__cause__)}") from exc.__cause__
+            raise
+
+
 def build_server(svc: MemoryService, settings: Settings, metrics: PipelineMetrics | None = None) -> MCPServer:
     ops = operations(svc)
     # the SDK sets up logging only when the process has none yet (a bench, a test); `mnemobus` has by then
-    server = MCPServer(name="mnemobus", instructions=INSTRUCTIONS, log_level=settings.log_level)
+    server = _Door(name="mnemobus", instructions=INSTRUCTIONS, log_level=settings.log_level)
+    server.metrics = metrics
 
     async def run(tool: str, endpoint: str, args: dict[str, Any], ctx: Context | None,
                   admin: bool = False) -> dict[str, Any]:
@@ -94,8 +116,7 @@ def build_server(svc: MemoryService, settings: Settings, metrics: PipelineMetric
             reply: BaseModel = await op(model.model_validate({k: v for k, v in args.items() if v is not None}))
         except ValidationError as exc:
             _count(metrics, tool, "invalid")
-            raise ToolError("422: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                                 for e in exc.errors(include_url=False))) from None
+            raise ToolError(_described(exc)) from None
         except Exception as exc:
             outcome, code, reason = error_reply(exc)
             _count(metrics, tool, outcome)
@@ -240,6 +261,7 @@ EXTRA_MCP_URL = "mcp.url"
 async def run_mcp_http(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """The `mcp` role: streamable HTTP until `rt.stop` is set, then the open calls finish."""
     from mnemobus.api.service import start_http
+    from mnemobus.warming import warm_engine
 
     settings = rt.settings
     if not has_http_credentials(settings):
@@ -249,13 +271,16 @@ async def run_mcp_http(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.T
     app = require_token(server.streamable_http_app(streamable_http_path=settings.mcp.path, host=settings.mcp.host),
                         settings)
     async with anyio.create_task_group() as tg:
+        tg.start_soon(warm_engine, rt.engine)  # beside serving: a handshake never waits for a first table build
         http, url = await start_http(tg, app, settings.mcp.host, settings.mcp.port,
                                      drain_timeout_s=settings.api.drain_timeout_s, lifespan="on")
-        rt.extra[EXTRA_MCP_URL] = url + settings.mcp.path
-        log.info("MCP (streamable HTTP) on %s", rt.extra[EXTRA_MCP_URL])
-        task_status.started()
-        await rt.stop.wait()
-        http.should_exit = True
+        try:
+            rt.extra[EXTRA_MCP_URL] = url + settings.mcp.path
+            log.info("MCP (streamable HTTP) on %s", rt.extra[EXTRA_MCP_URL])
+            task_status.started()
+            await rt.stop.wait()
+        finally:  # cancelled or stopped: the shielded server drains its open calls and its lifespan, then returns
+            http.should_exit = True
 
 
 async def run_mcp_stdio(rt: "Runtime") -> None:

@@ -91,8 +91,24 @@ class AddEntityNodeRequest(Body):
 
 
 class SearchQuery(Body):
-    group_ids: list[GroupIdField] | None = Field(default=None, max_length=64)
+    group_ids: list[GroupIdField] | None = Field(default=None, max_length=64, description="the groups to search; "
+                                                 "left out, every group (at most 64); an empty list is refused")
     query: str = Field(max_length=MAX_QUERY_CHARS)
+
+    @field_validator("group_ids")
+    @classmethod
+    def _named_or_left_out(cls, v: list[str] | None) -> list[str] | None:
+        # `[]` read as "no groups given" searched every group (issue 41): a caller that meant none gets an error
+        if v is not None and not v:
+            raise ValueError("is empty: name at least one group, or leave group_ids out to search every group")
+        return v
+
+    @field_validator("query")
+    @classmethod
+    def _something_to_recall(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("is empty: say what to recall, as a question or keywords")
+        return v
     max_facts: int = Field(default=10, ge=1, le=100, description="how many results: facts and source messages together")
     as_of: datetime | None = Field(default=None, description="mnemobus addition: facts valid at this time (default now)")
     include_episodes: bool = Field(default=True, description="mnemobus addition: false returns facts alone")

@@ -66,16 +66,32 @@ def bind(host: str, port: int) -> socket.socket:
 async def start_http(tg: TaskGroup, app: Any, host: str, port: int, *, drain_timeout_s: float,
                      lifespan: str = "off") -> tuple[_Server, str]:
     """Serve an ASGI app on the task group; back once it accepts connections, with the server and its URL.
-    Setting the server's `should_exit` stops it: no new connections, open requests finish, then it returns."""
+    Setting the server's `should_exit` stops it: no new connections, open requests finish, then it returns.
+
+    With a lifespan, serving is shielded from the task group's cancellation (the caller must set `should_exit`
+    however it ends, e.g. in a `finally`): cancelled mid-shutdown, uvicorn printed a CancelledError traceback
+    from the lifespan's receive at every stop (issue 41)."""
     sock = bind(host, port)
     config = uvicorn.Config(app, lifespan=lifespan, access_log=False, log_level="warning",  # type: ignore[arg-type]
                             timeout_graceful_shutdown=drain_timeout_s)
     server = _Server(config)
-    tg.start_soon(server.serve, [sock])
-    while not server.started:
-        if server.should_exit:
-            raise OSError(f"could not serve HTTP on {host}:{port}")
-        await anyio.sleep(0.005)
+
+    async def serve_to_the_end() -> None:
+        with anyio.CancelScope(shield=True):
+            await server.serve([sock])
+
+    if lifespan == "off":
+        tg.start_soon(server.serve, [sock])
+    else:
+        tg.start_soon(serve_to_the_end)
+    try:
+        while not server.started:
+            if server.should_exit:
+                raise OSError(f"could not serve HTTP on {host}:{port}")
+            await anyio.sleep(0.005)
+    except BaseException:  # cancelled while starting: a shielded server must still be told to stop
+        server.should_exit = True
+        raise
     bound_host, bound_port = sock.getsockname()[:2]
     return server, f"http://{bound_host if ':' not in bound_host else f'[{bound_host}]'}:{bound_port}"
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from mnemobus import extensions
 from mnemobus.config import Settings, load_settings
 from mnemobus.errors import ConfigError, MnemobusError
+from mnemobus.redact import RedactingFormatter, mask_urls, redact, secret_values
 
 EPILOG = """\
 examples:
@@ -27,15 +29,17 @@ environment as MNEMOBUS_<SECTION>__<KEY>, e.g. MNEMOBUS_NATS__URL=nats://10.0.0.
 """
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+def _setup_logging(level: str, secrets: list[str]) -> None:
+    """Every log line through one formatter that masks URL passwords and the configured secrets."""
+    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", secrets))
     logging.getLogger("nats").setLevel(logging.WARNING)
 
 
 def say(line: str) -> None:
-    """How a command narrates to the terminal."""
-    print(line, flush=True)
+    """How a command narrates to the terminal (a URL's password masked)."""
+    print(mask_urls(line), flush=True)
 
 
 def _first_known(group: BaseExceptionGroup) -> BaseException | None:
@@ -50,6 +54,8 @@ def _first_known(group: BaseExceptionGroup) -> BaseException | None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mnemobus", description="Long-term memory for AI agents on a NATS bus.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-C", dest="chdir", metavar="DIR", help="run as if started in DIR, the checkout whose "
+                   "workspace/ and data/ to use (for an MCP client that starts `mnemobus mcp` elsewhere)")
     p.add_argument("--config", help="path to the YAML config (default: workspace/mnemobus.yaml)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     extensions.add_commands(sub)
@@ -59,21 +65,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.chdir:
+            os.chdir(args.chdir)
         settings: Settings = load_settings(args.config)
-    except ConfigError as exc:
+    except (ConfigError, OSError) as exc:
         print(f"mnemobus: configuration refused: {exc}", file=sys.stderr)
         return 2
-    _setup_logging(settings.log_level)
+    hidden = secret_values(settings)
+    _setup_logging(settings.log_level, hidden)
     try:
         try:
             return int(args.handler(settings, args))
         except BaseExceptionGroup as group:  # a role that failed inside the process's task group
             raise _first_known(group) or group from None
     except ConfigError as exc:
-        print(f"mnemobus: configuration refused: {exc}", file=sys.stderr)
+        print(f"mnemobus: configuration refused: {redact(str(exc), hidden)}", file=sys.stderr)
         return 2
     except MnemobusError as exc:
-        print(f"mnemobus: {exc}", file=sys.stderr)
+        print(f"mnemobus: {redact(str(exc), hidden)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
+from mnemobus import subjects
 from mnemobus.bus import dlq
 from mnemobus.bus.connection import Bus
 from mnemobus.config import Settings
@@ -27,6 +28,22 @@ async def _bus(settings: Settings) -> AsyncIterator[Bus]:
             await bus.close()
 
 
+def _refusal(subject: str, data: bytes, settings: Settings) -> str | None:
+    """Why the worker would dead-letter this episode again (its own parse and checks), or None; a letter that is
+    not an episode is replayed as it is."""
+    from mnemobus.envelope import EpisodeMessage
+    from mnemobus.errors import InvalidMessage
+    from mnemobus.worker import parse_message, to_episode
+
+    if not subject.startswith(subjects.EPISODE_PREFIX + "."):
+        return None
+    try:
+        to_episode(parse_message(EpisodeMessage, data, settings.nats.max_message_bytes), subject)  # type: ignore[arg-type]
+    except InvalidMessage as exc:
+        return f"{exc.reason}: {exc.detail}"
+    return None
+
+
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     async with _bus(settings) as bus:
         if args.action == "list":
@@ -35,10 +52,15 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
                 lt = item.letter
                 print(f"#{item.seq} {item.subject} reason={lt.reason} attempts={lt.attempts} "
                       f"from={lt.original_subject} at={lt.at.isoformat()}\n    {lt.error[:200]}")
-            print(f"{len(letters)} dead letter(s)")
+            total = await dlq.count_letters(bus, args.group)
+            print(f"{len(letters)} of {total} dead letter(s) shown" + (f" (--limit {args.limit})"
+                                                                         if len(letters) < total else ""))
         elif args.action == "replay":
-            done, skipped = await dlq.replay(bus, args.group)
-            print(f"replayed {done} dead letter(s); skipped {skipped} truncated one(s)")
+            report = await dlq.replay(bus, args.group, lambda subject, data: _refusal(subject, data, settings))
+            print(f"replayed {report.replayed} dead letter(s); skipped {report.truncated} truncated one(s); "
+                  f"kept {len(report.kept)} that would be dead-lettered again")
+            for item, why in report.kept:
+                print(f"  kept #{item.seq} {item.letter.original_subject}: {why}")
         elif args.action == "purge":
             if not args.yes:
                 print("refusing to purge without --yes")

@@ -13,10 +13,15 @@ from mnemobus.hooks import hookimpl
 async def _serve(settings: Settings) -> int:
     from mnemobus.api.mcp_door import run_mcp_stdio
     from mnemobus.app import open_runtime, serve
+    from mnemobus.warming import warm_engine
 
-    # on a bus this process embeds, nobody else can store what add_memory queues: the worker runs here too
-    roles = {"worker"} if settings.nats.url is None else set()
-    async with open_runtime(settings) as rt, anyio.create_task_group() as tg:
+    # the embedder loads beside the handshake, not before it: a first start in a fresh directory builds the
+    # static table (20 s or more), and a client waiting that long for `initialize` gives up or looks hung
+    async with open_runtime(settings, warm=False) as rt, anyio.create_task_group() as tg:
+        tg.start_soon(warm_engine, rt.engine)
+        # on a bus this process embeds, nobody else can store what add_memory queues: the worker runs here too; on
+        # a running `mnemobus run`'s bus (found through its data directory) or a configured one, its workers do
+        roles = {"worker"} if rt.server is not None else set()
         await tg.start(lambda task_status: serve(rt, roles, plugins=[], task_status=task_status))
         await run_mcp_stdio(rt)  # returns when the client closes stdin
         rt.stop.set()

@@ -55,18 +55,23 @@ def command_text(args: argparse.Namespace) -> str:
 
 
 async def ask(settings: Settings, request: SkillRequest, timeout_s: float) -> dict:
+    from mnemobus.app import running_embedded_url
     from mnemobus.bus.connection import Bus
 
-    if not settings.nats.url:
-        raise RuntimeError("the memory commands talk to a running service: set nats.url (MNEMOBUS_NATS__URL)")
+    if not settings.nats.url and running_embedded_url(settings.nats.data_dir) is None:
+        raise RuntimeError("the memory commands talk to a running service: set nats.url (MNEMOBUS_NATS__URL), or "
+                           f"run them next to `mnemobus run` on {settings.nats.data_dir}")
+    from mnemobus.app import nats_url
+
     headers = None
     if (key := settings.api.api_key) is not None:
         headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
-    bus = await Bus.connect(settings.nats.url, settings.nats, name="mnemobus-cli-memory")
-    try:
-        msg = await bus.request(subjects.api("command"), request.to_wire(), timeout_s, headers=headers)
-    finally:
-        await bus.close()
+    async with nats_url(settings) as (url, _server, nats_settings):
+        bus = await Bus.connect(url, nats_settings, name="mnemobus-cli-memory")
+        try:
+            msg = await bus.request(subjects.api("command"), request.to_wire(), timeout_s, headers=headers)
+        finally:
+            await bus.close()
     if msg.headers and "Nats-Service-Error" in msg.headers:
         raise RuntimeError(f"memory service refused: {msg.headers['Nats-Service-Error']}")
     return json.loads(msg.data)

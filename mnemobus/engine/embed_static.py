@@ -6,16 +6,18 @@ each WordPiece token gets one vector (the transformer's output for that token
 alone), a sentence is the mean of its tokens' vectors. Mean-centring the token
 table removes the direction every token shares, which is what makes unrelated
 sentences score near zero. The table is built from the installed ONNX weights
-(no download), once, and cached as a .npy file beside the data.
+(no download), once per cache directory (a file lock makes a second process wait for the first's build),
+and cached as a .npy file beside the data.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -45,18 +47,26 @@ class StaticEmbedder:
 
     def _load(self) -> None:
         self._tokenizer = self._teacher.load_tokenizer()
-        if self._path.exists():  # the transformer itself is never loaded: it would hold ~200 MB for nothing
-            self._table = np.load(self._path, mmap_mode=None)
-            return
+        if not self._path.exists():
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            # one build per cache directory, whichever process gets there first: another one waits for its file
+            with self._path.with_suffix(".lock").open("a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not self._path.exists():
+                    self._build()
+        # the transformer itself is never loaded when the table is there: it would hold ~200 MB for nothing
+        self._table = np.load(self._path, mmap_mode=None)
+
+    def _build(self) -> None:
         started = time.perf_counter()
-        log.warning("building the static embedding table from %s into %s (once; about a minute on 2 cores)",
-                    self._teacher.name, self._path)
-        table = distil(self._teacher)
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        log.warning("building the static embedding table from %s into %s (once per cache directory; 20 s to a "
+                    "few minutes on 2 cores, progress follows)", self._teacher.name, self._path)
+        table = distil(self._teacher, progress=lambda done, total: log.info(
+            "static embedding table: %d%% (%d of %d tokens, %.0f s)", 100 * done // total, done, total,
+            time.perf_counter() - started))
         tmp = self._path.with_suffix(".tmp.npy")
         np.save(tmp, table)
         tmp.replace(self._path)
-        self._table = table
         log.info("built the static embedding table %s in %.0f s", self._path, time.perf_counter() - started)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -75,8 +85,9 @@ class StaticEmbedder:
         return out / np.maximum(norms, 1e-9)
 
 
-def distil(teacher: LocalOnnxEmbedder) -> np.ndarray:
-    """One vector per vocabulary token: the teacher's output for `[CLS] token [SEP]`, mean-centred."""
+def distil(teacher: LocalOnnxEmbedder, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """One vector per vocabulary token: the teacher's output for `[CLS] token [SEP]`, mean-centred;
+    `progress(done, total)` hears of every tenth of the vocabulary."""
     teacher._load()
     session, tokenizer = teacher._session, teacher._tokenizer
     size = tokenizer.get_vocab_size()  # type: ignore[union-attr]
@@ -87,6 +98,9 @@ def distil(teacher: LocalOnnxEmbedder) -> np.ndarray:
         hidden = session.run(None, {"input_ids": batch, "attention_mask": np.ones_like(batch),  # type: ignore[union-attr]
                                     "token_type_ids": np.zeros_like(batch)})[0]
         table[ids] = hidden[:, 1, :]
+        done = start + len(ids)
+        if progress is not None and (done * 10 // size) > (start * 10 // size):
+            progress(done, size)
     table /= np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-9)
     table -= table[1000:].mean(axis=0)  # ids below ~1000 are unused and special entries
     table /= np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-9)

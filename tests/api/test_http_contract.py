@@ -124,6 +124,17 @@ async def test_search_without_group_ids_searches_every_group(api: Api, group_id:
     assert r.status_code == 200 and "tester lives in Lisbon" in [f["fact"] for f in r.json()["facts"]]
 
 
+async def test_search_with_an_empty_group_list_is_422_not_every_group(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Lisbon.")
+    r = await api.http.post("/search", json={"group_ids": [], "query": "Lisbon"})
+    assert r.status_code == 422 and "name at least one group" in str(r.json()["detail"])
+
+
+async def test_search_with_an_empty_query_is_422(api: Api, group_id: str) -> None:
+    r = await api.http.post("/search", json={"group_ids": [group_id], "query": " "})
+    assert r.status_code == 422 and "say what to recall" in str(r.json()["detail"])
+
+
 async def test_search_with_a_bad_group_id_is_422_not_500(api: Api) -> None:
     r = await api.http.post("/search", json={"group_ids": ["user:42"], "query": "x"})
     assert r.status_code == 422 and "group id" in str(r.json()["detail"])

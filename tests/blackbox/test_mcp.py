@@ -130,3 +130,33 @@ async def test_over_stdio_a_memory_is_stored_and_found_and_listed(stdio_client: 
     assert any("Max" in i["fact"] for i in items)
     listed = await stdio_client.call_tool("get_episodes", {"group_id": "mcp_stdio"})
     assert [e["uuid"] for e in listed.structured_content["episodes"]] == added.structured_content["episode_uuids"]
+
+
+def test_stopping_the_http_role_drains_without_a_traceback(tmp_path: Path) -> None:
+    port = free_port()
+    env = service_env(tmp_path, MNEMOBUS_MCP__PORT=str(port), MNEMOBUS_API__API_KEY=ADMIN_TOKEN)
+    with service_process(tmp_path, "mcp", env=env, port=port, ready_path="/mcp", ready_status=401):
+        pass  # up, then SIGTERM
+    log = (tmp_path / "service.log").read_text()
+    assert "session manager shutting down" in log
+    assert "Traceback" not in log and "CancelledError" not in log
+
+
+async def test_over_stdio_the_handshake_does_not_wait_for_a_first_embedding_table_build(tmp_path: Path) -> None:
+    """In a fresh directory the static embedder's table is built beside the handshake, with progress in the log."""
+    from mcp.client.stdio import stdio_client
+
+    cache = tmp_path / "embeddings"
+    env = service_env(tmp_path, MNEMOBUS_MEMORY__EMBEDDING__PROVIDER="static",
+                      MNEMOBUS_MEMORY__EMBEDDING__CACHE_DIR=str(cache))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mnemobus.cli", "mcp"], cwd=str(ROOT), env=env)
+    log_path = tmp_path / "stderr.log"
+    with log_path.open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            tools = (await client.list_tools()).tools
+            assert len(tools) == 10
+            assert not list(cache.glob("*.npy")), "the table was built before the handshake was answered"
+            with anyio.fail_after(120):
+                while "static embedding table: " not in log_path.read_text():
+                    await anyio.sleep(0.2)
+    assert "building the static embedding table" in log_path.read_text()

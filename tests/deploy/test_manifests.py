@@ -161,3 +161,42 @@ def test_disruption_budgets_keep_a_nats_quorum_and_one_plugin_and_worker() -> No
                if d["kind"] == "PodDisruptionBudget"}
     assert budgets == {"nats": 2, "plugin": 1, "worker": 1}
     assert _workload("nats")["spec"]["replicas"] == 3
+
+
+# -- the MCP door (issue 41) ---------------------------------------------------------------------------------
+
+
+def test_compose_runs_the_mcp_door_as_the_api_user_with_a_token_and_its_port() -> None:
+    service = _compose()["services"]["mcp"]
+    assert service["command"] == ["mnemobus", "run", "--role", "mcp"]
+    assert service["env_file"] == [{"path": "./secrets/api.env", "required": True}]
+    assert service["environment"]["MNEMOBUS_MCP__HOST"] == "0.0.0.0" and "MNEMOBUS_API__API_KEY" in service["environment"]
+    assert service["ports"] == ["127.0.0.1:8765:8765"]
+
+
+def test_kubernetes_runs_the_mcp_door_probed_scraped_and_behind_a_service() -> None:
+    pod = _workload("mcp")["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert container["args"] == ["mnemobus", "run", "--role", "mcp"]
+    assert {"secretRef": {"name": "mnemobus-nats-api"}} in container["envFrom"]
+    assert {"name": "MNEMOBUS_MCP__HOST", "value": "0.0.0.0"} in container["env"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert {"name": "metrics", "containerPort": 9464} in container["ports"]
+    assert pod["metadata"]["labels"]["mnemobus.io/metrics"] == "true"  # selected by the headless metrics Service
+    assert _kube("Service", "mcp")["spec"]["ports"] == [{"name": "http", "port": 8765, "targetPort": "http"}]
+
+
+def test_prometheus_scrapes_every_mnemobus_service_compose_runs() -> None:
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())["scrape_configs"]
+    names = {n for job in scrape for sd in job.get("dns_sd_configs", []) for n in sd["names"]}
+    services = {name for name, s in _compose()["services"].items() if s.get("command", [""])[0] == "mnemobus"}
+    assert services == {*MNEMOBUS_ROLES, "mcp"} and names == services
+
+
+def test_the_mcp_settings_compose_gives_are_accepted_by_the_settings_loader(tmp_path: Path) -> None:
+    service = _compose()["services"]["mcp"]
+    env = {k: str(v).replace("${NEO4J_PASSWORD:?set NEO4J_PASSWORD}", "pw").replace(
+        "${MNEMOBUS_API_KEY:?set MNEMOBUS_API_KEY}", "key-0123456789abcdef") for k, v in service["environment"].items()}
+    write_users(tmp_path / "secrets", ["api"])
+    settings = _settings_from_env({**env, **_env_file(tmp_path / "secrets" / "api.env")}, tmp_path)
+    assert settings.mcp.host == "0.0.0.0" and settings.api.api_key is not None and settings.nats.user == "api"

@@ -43,3 +43,32 @@ def test_table_is_built_once_and_reloaded_from_the_cache(static, cache_dir):
     texts = ["we decided to adopt pgvector"]
     assert np.allclose(again.embed(texts), static.embed(texts))
     assert list(cache_dir.glob("*.npy")) == files
+
+
+def test_two_embedders_starting_together_on_one_cache_directory_build_the_table_once(tmp_path, monkeypatch):
+    """The build (20 s to minutes) is the distillation, stood in for here: the subject is the lock around it.
+    The first build waits up to 2 s for a second one to start; with the lock none does."""
+    import threading
+
+    from mnemobus.engine import embed_static
+
+    builds: list[int] = []
+    second_build = threading.Event()
+
+    def counted_distil(teacher, progress=None):
+        builds.append(1)
+        if len(builds) == 1:
+            second_build.wait(timeout=2)
+        else:
+            second_build.set()
+        return np.ones((8, 384), dtype=np.float32)
+
+    monkeypatch.setattr(embed_static, "distil", counted_distil)
+    embedders = [StaticEmbedder(MODEL, tmp_path), StaticEmbedder(MODEL, tmp_path)]
+    threads = [threading.Thread(target=e._load) for e in embedders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(builds) == 1
+    assert all(e._table is not None and e._table.shape == (8, 384) for e in embedders)

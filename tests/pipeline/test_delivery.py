@@ -101,8 +101,8 @@ async def test_dead_letters_can_be_replayed_into_the_store(pipeline, monkeypatch
     await pipeline.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire())
     await dead_letters(pipeline, "user_josh", timeout=15)
     monkeypatch.setattr(pipeline.engine, "ingest_many", real)
-    replayed, skipped = await dlq.replay(pipeline.bus, "user_josh")
-    assert (replayed, skipped) == (1, 0)
+    report = await dlq.replay(pipeline.bus, "user_josh")
+    assert (report.replayed, report.truncated, report.kept) == (1, 0, [])
     assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
     assert await dlq.list_letters(pipeline.bus, "user_josh") == []
 

@@ -1,0 +1,80 @@
+"""Which store a process's peers write, so that a process about to read another one says so before it starts.
+
+Each worker names its store in its heartbeat (`store`, in the `MEMORY_HEARTBEATS` bucket). A process that opens
+an engine on a bus it did not start itself compares its own store with those of the workers beating now: an
+MCP client that launched `mnemobus mcp` in another directory, with only `MNEMOBUS_NATS__URL` set, would
+otherwise open an empty SQLite file of its own and answer every search with nothing (issue 41).
+
+The identity is what the configuration says, resolved: `sqlite:<absolute path>`, or `neo4j:<uri> db=<database>`.
+Two different SQLite paths are two different files (a refusal); two Neo4j URIs may name one server through
+different host names, so there a difference is a warning, not a refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+from mnemobus import subjects
+from mnemobus.bus.connection import Bus
+from mnemobus.config import StoreSettings
+from mnemobus.errors import MnemobusError
+from mnemobus.redact import mask_urls
+
+log = logging.getLogger("mnemobus.peers")
+
+
+def store_identity(store: StoreSettings) -> str:
+    if store.backend == "sqlite":
+        return f"sqlite:{store.sqlite_path.expanduser().resolve()}"
+    return f"neo4j:{mask_urls(store.neo4j.uri)} db={store.neo4j.database or 'neo4j'}"
+
+
+class DifferentStore(MnemobusError):
+    """This process would read (and write) a different store than the workers on its bus write."""
+
+
+async def live_worker_stores(bus: Bus) -> dict[str, str]:
+    """instance -> store identity, for every worker whose latest heartbeat is fresh (younger than three of its
+    beat intervals) and names its store."""
+    out: dict[str, str] = {}
+    try:
+        kv = await bus.js.key_value(subjects.HEARTBEAT_BUCKET)
+        keys = await kv.keys()
+    except Exception as exc:  # noqa: BLE001 - no bucket or no key yet: no worker has beaten on this bus
+        log.debug("no worker heartbeats to compare stores with: %s", exc)
+        return out
+    now = datetime.now(timezone.utc)
+    for key in keys:
+        if not key.startswith("worker."):
+            continue
+        try:
+            beat: dict[str, Any] = json.loads((await kv.get(key)).value or b"{}")
+            age = (now - datetime.fromisoformat(beat["beat_at"])).total_seconds()
+        except Exception:  # noqa: BLE001 - a key deleted meanwhile or a beat from an older build
+            continue
+        if "store" in beat and age <= 3 * float(beat.get("every_s", 5)):
+            out[str(beat.get("instance", key))] = str(beat["store"])
+    return out
+
+
+async def check_same_store(bus: Bus, store: StoreSettings) -> None:
+    """Refuse (DifferentStore, one line naming both) when the workers beating on this bus write another SQLite
+    file or another backend; log one warning line for a different Neo4j URI."""
+    mine = store_identity(store)
+    theirs = await live_worker_stores(bus)
+    if not theirs:
+        log.info("no worker is beating on this bus yet; this process uses store %s", mine)
+        return
+    other = {inst: s for inst, s in theirs.items() if s != mine}
+    if not other:
+        return
+    inst, store_of = sorted(other.items())[0]
+    line = (f"this process's store is {mine} but worker {inst} on the same bus writes {store_of}: set the same "
+            f"store for both (store.sqlite_path / MNEMOBUS_STORE__SQLITE_PATH, or store.neo4j.uri)")
+    if mine.startswith("neo4j:") and store_of.startswith("neo4j:"):
+        log.warning("%s (if both name one Neo4j server, ignore this)", line)
+        return
+    raise DifferentStore(line)
