@@ -19,7 +19,7 @@ import anyio
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl
 
-FORMATS = ("jsonl", "graphml", "mermaid")
+FORMATS = ("jsonl", "graphml", "mermaid", "html")
 
 
 def write_text(lines: Iterable[str], out: Path | None) -> None:
@@ -42,6 +42,7 @@ async def export(settings: Settings, args: argparse.Namespace) -> int:
     from mnemobus.engine.embed import DIM
     from mnemobus.errors import MnemobusError
     from mnemobus.graphio.export import graphml_lines, jsonl_lines, mermaid_lines
+    from mnemobus.graphio.page import page_html
     from mnemobus.groups import validate_group_id
 
     group = validate_group_id(args.group)
@@ -54,7 +55,8 @@ async def export(settings: Settings, args: argparse.Namespace) -> int:
     if not (dump.episodes or dump.entities or dump.facts):
         raise MnemobusError(f"group {group!r} holds nothing in the {settings.store.backend} store")
     lines = {"jsonl": lambda: jsonl_lines(dump), "graphml": lambda: graphml_lines(dump, args.as_of),
-             "mermaid": lambda: mermaid_lines(dump, args.as_of)}[args.format]()
+             "mermaid": lambda: mermaid_lines(dump, args.as_of),
+             "html": lambda: [page_html(dump)]}[args.format]()
     write_text(lines, args.out)
     if args.out is not None:
         print(f"{group}: {len(dump.episodes)} episode(s), {len(dump.entities)} entities, {len(dump.facts)} facts"
@@ -71,13 +73,14 @@ def _aware(text: str) -> datetime:
 
 @hookimpl
 def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = subcommands.add_parser("graph", help="a group's graph as jsonl, GraphML or Mermaid")
+    p = subcommands.add_parser("graph", help="a group's graph as jsonl, GraphML, Mermaid or one HTML page")
     cmds = p.add_subparsers(dest="graph_command", required=True, metavar="export")
     ex = cmds.add_parser("export", help="write one group in a format (stdout unless --out)")
     ex.add_argument("group", help="the group id, e.g. user_josh")
     ex.add_argument("--format", choices=FORMATS, default="jsonl",
                     help="jsonl: every episode, entity and fact, enough to rebuild the group (mnemobus import "
-                         "jsonl); graphml: entities and facts for graph tools; mermaid: the active facts")
+                         "jsonl); graphml: entities and facts for graph tools; mermaid: the active facts; html: the "
+                         "page GET /graph/{group_id} serves, one file that works offline")
     ex.add_argument("--out", type=Path, help="file to write (default: stdout)")
     ex.add_argument("--as-of", type=_aware, help="graphml/mermaid: which facts count as active (default: now)")
     ex.set_defaults(handler=lambda settings, args: anyio.run(export, settings, args))

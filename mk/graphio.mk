@@ -1,0 +1,14 @@
+# Seeing the memory and bringing it in (issue 40). QUICK=1 make bench-import runs a small version.
+# Debian's chromium for the graph page's browser tests
+# (tests/api/test_graph_page.py fails, never skips, without it) and the import/page bench.
+
+_GRAPHIO_MK_GOAL := $(.DEFAULT_GOAL)
+
+TEST_PREREQS += chromium
+
+.PHONY: chromium
+
+chromium:
+	@sh deploy/chromium/install-chromium.sh
+
+.DEFAULT_GOAL := $(_GRAPHIO_MK_GOAL)
