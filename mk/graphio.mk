@@ -5,10 +5,15 @@
 _GRAPHIO_MK_GOAL := $(.DEFAULT_GOAL)
 
 TEST_PREREQS += chromium
+BENCHES += bench-import
 
-.PHONY: chromium
+.PHONY: chromium bench-import
 
 chromium:
 	@sh deploy/chromium/install-chromium.sh
+
+# import messages/s on SQLite (offline extractor) and the graph page's weight and load time at 5,000 entities
+bench-import: $(STAMP) chromium
+	$(BIN)/python bench/bench_import.py
 
 .DEFAULT_GOAL := $(_GRAPHIO_MK_GOAL)

@@ -15,7 +15,7 @@ touch-action:none}aside{width:380px;overflow:auto;border-left:1px solid #d5dae3;
 line{stroke:#9aa7b8;stroke-width:1;vector-effect:non-scaling-stroke}circle{fill:#4a78c2;stroke:#fff;
 stroke-width:1;vector-effect:non-scaling-stroke;cursor:pointer}circle.t-person{fill:#d0673a}
 circle.t-place{fill:#3a9d6a}circle.t-organization{fill:#8a5cc2}circle.hit{fill:#f2b705}
-circle.sel{stroke:#111;stroke-width:3}text{fill:#1d2430;pointer-events:none;paint-order:stroke;stroke:#fff;
+circle.sel{stroke:#111;stroke-width:3}line.sel{stroke:#d0673a;stroke-width:2}text{fill:#1d2430;pointer-events:none;paint-order:stroke;stroke:#fff;
 stroke-width:3px;stroke-linejoin:round}#results button{display:block;border:0;background:none;padding:2px 0;
 color:#245;cursor:pointer;text-align:left}.fact{margin:8px 0;padding:6px 8px;border-left:3px solid #4a78c2;
 background:#f6f8fb}.fact.ended{border-color:#bbb;color:#667}.when{color:#667;font-size:12px}
@@ -68,20 +68,31 @@ function fit() {
 }
 function scale() { const r = svg.getBoundingClientRect();
   return Math.min(r.width / vb.w, r.height / vb.h) || 1; }
+const inView = (x, y) => x >= vb.x && x <= vb.x + vb.w && y >= vb.y && y <= vb.y + vb.h;
 function labels() {
-  // level of detail: at most 200 labels, best-connected entities in view first, big enough to tell apart
-  const s = scale(), frag = document.createDocumentFragment();
+  // level of detail: at most 200 labels, best-connected entities in view first, none over another on screen
+  const s = scale(), frag = document.createDocumentFragment(), taken = new Set();
+  const order = selected >= 0 ? [selected, ...byDegree] : byDegree;
   let shown = 0;
-  for (const i of byDegree) {
+  for (const i of order) {
     const e = E[i];
     if (shown >= 200) break;
-    if (!seenEntity(e) || e[2] < vb.x || e[2] > vb.x + vb.w || e[3] < vb.y || e[3] > vb.y + vb.h) continue;
-    if (shown >= 25 && radius(i) * s < 2.5 && i !== selected) continue;
+    if (!seenEntity(e) || !inView(e[2], e[3])) continue;
+    const cx = Math.floor((e[2] - vb.x) * s / 10), cy = Math.floor((e[3] - vb.y) * s / 16);
+    const cells = [];
+    for (let k = 0; k <= Math.ceil(e[0].length * 0.75); k++) cells.push(cx + k + ',' + cy);
+    if (cells.some(c => taken.has(c))) continue;
+    cells.forEach(c => taken.add(c));
     const t = document.createElementNS(NS, 'text');
     t.setAttribute('x', e[2] + radius(i) + 2 / s); t.setAttribute('y', e[3] + 4 / s);
     t.setAttribute('font-size', 12 / s); t.textContent = e[0]; frag.appendChild(t); shown++;
   }
   gL.replaceChildren(frag);
+  // many edges in view fade, so the shape shows instead of a solid disc; the selected entity's stay solid
+  let edges = 0;
+  F.forEach((f, i) => { if (lines[i].style.display !== 'none' && inView((E[f[0]][2] + E[f[1]][2]) / 2,
+    (E[f[0]][3] + E[f[1]][3]) / 2)) edges++; });
+  gE.style.strokeOpacity = Math.min(1, Math.max(0.06, 300 / Math.max(edges, 1)));
 }
 let pending = false;
 const relabel = () => { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; labels(); }); } };
@@ -99,14 +110,20 @@ function show(i) {
   const e = E[i], box = $('facts'), mine = F.filter(f => f[0] === i || f[1] === i);
   const now = mine.filter(validFact), other = mine.filter(f => !validFact(f));
   box.replaceChildren(el('h2', e[0]), el('div', `${e[1]}${e[6] ? ' · also ' + e[6] : ''}`, 'when'));
-  box.appendChild(el('h3', `${now.length} fact(s) valid on ${iso(asOf)}`));
-  now.forEach(f => box.appendChild(factItem(f)));
-  if (other.length) { box.appendChild(el('h3', `${other.length} other(s) in its history`));
-    other.forEach(f => box.appendChild(factItem(f))); }
+  const list = (title, facts) => { box.appendChild(el('h3', title));
+    facts.slice(0, 100).forEach(f => box.appendChild(factItem(f)));
+    if (facts.length > 100) box.appendChild(el('p', `… and ${facts.length - 100} more`, 'when')); };
+  const newest = (a, b) => (b[4] || 0) - (a[4] || 0);
+  list(`${now.length} fact(s) valid on ${iso(asOf)}`, now.sort(newest));
+  if (other.length) list(`${other.length} other(s) in its history`, other.sort(newest));
 }
 function select(i, centre) {
   if (selected >= 0) dots[selected].classList.remove('sel');
+  gE.querySelectorAll('line.sel').forEach(l => { l.classList.remove('sel'); l.style.strokeOpacity = ''; });
   selected = i; dots[i].classList.add('sel'); show(i);
+  const mine = F.map((f, k) => k).filter(k => F[k][0] === i || F[k][1] === i);
+  // a few edges stay solid however faded the rest; a hub's thousands fade with them
+  mine.forEach(k => { lines[k].classList.add('sel'); if (mine.length <= 300) lines[k].style.strokeOpacity = 1; });
   if (centre) { const w = Math.min(vb.w, 600), h = vb.h * w / vb.w; setView(E[i][2] - w / 2, E[i][3] - h / 2, w, h); }
   labels();
 }
