@@ -64,7 +64,8 @@ async def export(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _aware(text: str) -> datetime:
+def aware_time(text: str) -> datetime:
+    """An ISO time from the command line, refused without its UTC offset (a store compares times as UTC)."""
     value = datetime.fromisoformat(text)
     if value.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset (write e.g. 2026-01-31T00:00:00+00:00)")
@@ -82,5 +83,5 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
                          "jsonl); graphml: entities and facts for graph tools; mermaid: the active facts; html: the "
                          "page GET /graph/{group_id} serves, one file that works offline")
     ex.add_argument("--out", type=Path, help="file to write (default: stdout)")
-    ex.add_argument("--as-of", type=_aware, help="graphml/mermaid: which facts count as active (default: now)")
+    ex.add_argument("--as-of", type=aware_time, help="graphml/mermaid: which facts count as active (default: now)")
     ex.set_defaults(handler=lambda settings, args: anyio.run(export, settings, args))

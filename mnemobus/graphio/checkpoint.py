@@ -26,9 +26,11 @@ def fingerprint(path: Path) -> str:
 
 
 class Checkpoint:
-    def __init__(self, path: Path, source: Path) -> None:
+    def __init__(self, path: Path, source: Path | None) -> None:
+        """`source`: the file the run reads (a checkpoint for another file is refused); None for a run over a
+        store (backfill), which its arguments name instead (see `default_path`)."""
         self.path, self.source = path, source
-        self.print = fingerprint(source)
+        self.print = fingerprint(source) if source is not None else ""
 
     def load(self) -> dict[str, Any] | None:
         """The saved state, None when there is none; refused when it belongs to another file."""
@@ -58,7 +60,8 @@ class Checkpoint:
         self.path.unlink(missing_ok=True)
 
 
-def default_path(data_dir: Path, source: Path, kind: str) -> Path:
-    """One checkpoint per imported file and kind, under the data directory."""
-    key = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:12]
-    return data_dir / "imports" / f"{kind}-{source.name}-{key}.json"
+def default_path(data_dir: Path, source: Path | str, kind: str) -> Path:
+    """One checkpoint per imported file (or per set of arguments) and kind, under the data directory."""
+    key = hashlib.sha256(str(source.resolve() if isinstance(source, Path) else source).encode()).hexdigest()[:12]
+    name = source.name if isinstance(source, Path) else "run"
+    return data_dir / "imports" / f"{kind}-{name}-{key}.json"

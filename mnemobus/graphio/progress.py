@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from typing import Any, TextIO
 
 
@@ -50,8 +51,12 @@ def clock(seconds: float) -> str:
 class ProgressLine:
     """Redraws `what: counts, rate, percent, ETA` at most every `every_s` (a new line each time off a terminal)."""
 
-    def __init__(self, what: str, total_bytes: int, *, out: TextIO | None = None, every_s: float | None = None) -> None:
+    def __init__(self, what: str, total_bytes: int, *, out: TextIO | None = None, every_s: float | None = None,
+                 describe: Callable[[Counts], str] | None = None) -> None:
+        """`total_bytes`: how far `show`'s position goes (bytes of a file, or items); `describe` words the counts."""
         self.what, self.total = what, max(total_bytes, 1)
+        self.describe = describe or (lambda c: f"{c.read} read, {c.stored} stored, {c.skipped} skipped, "
+                                               f"{c.dead_lettered} dead-lettered")
         self.out = out or sys.stderr
         self.tty = self.out.isatty()
         self.every_s = every_s if every_s is not None else (0.25 if self.tty else 5.0)
@@ -75,8 +80,7 @@ class ProgressLine:
         elapsed = now - self.started
         done_bytes = at_byte - self.first_byte
         eta = (self.total - at_byte) * elapsed / done_bytes if done_bytes > 0 else None
-        line = (f"{self.what}: {counts.read} read, {counts.stored} stored, {counts.skipped} skipped, "
-                f"{counts.dead_lettered} dead-lettered | {self.rate(counts):.0f}/s | {100 * at_byte / self.total:.0f}%"
+        line = (f"{self.what}: {self.describe(counts)} | {self.rate(counts):.0f}/s | {100 * at_byte / self.total:.0f}%"
                 f" | ETA {clock(eta) if eta is not None else '?'}")
         self.out.write(f"\r{line}\x1b[K" if self.tty else f"{line}\n")
         self.out.flush()

@@ -10,6 +10,8 @@ transaction. A row already present (same id) is skipped, so a resumed or repeate
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mnemobus.errors import InvalidMessage, MnemobusError
@@ -23,18 +25,22 @@ from mnemobus.store.model import Entity, Episode, Fact, Vector
 KINDS = {"entity": Entity, "fact": Fact, "episode": Episode}
 
 
+@dataclass(slots=True)
 class Row:
-    """One parsed line: the item, its embedding, and for an episode its screening flag and mentions."""
+    """One row to write: the item, its embedding, and for an episode its screening flag and mentions."""
 
-    __slots__ = ("line", "item", "vec", "screened", "mentions")
+    item: Entity | Fact | Episode
+    vec: Vector | None = None
+    screened: bool = False
+    mentions: Sequence[str] = ()
+    line: Line | None = None  # where it was read, when it was read from a file
 
-    def __init__(self, line: Line, item: Entity | Fact | Episode, vec: Vector | None, raw: dict[str, Any]) -> None:
-        self.line, self.item, self.vec = line, item, vec
-        self.screened = bool(raw.get("screened", False))
+    @classmethod
+    def of(cls, line: Line, item: Entity | Fact | Episode, vec: Vector | None, raw: dict[str, Any]) -> Row:
         mentions = raw.get("entity_ids", [])
         if not isinstance(mentions, list) or not all(isinstance(m, str) for m in mentions):
             raise InvalidMessage("invalid_row", "entity_ids must be a list of entity ids")
-        self.mentions: list[str] = mentions
+        return cls(item, vec, bool(raw.get("screened", False)), mentions, line)
 
 
 def _header(line: Line) -> GroupId:
@@ -63,7 +69,7 @@ def _row(line: Line, group: GroupId) -> Row:
     item = item_of(KINDS[raw["kind"]], raw)
     if item.group_id != group:
         raise InvalidMessage("group_mismatch", f"row of group {item.group_id!r} in the export of {group!r}")
-    return Row(line, item, vector_of(raw.get("embedding")), raw)
+    return Row.of(line, item, vector_of(raw.get("embedding")), raw)
 
 
 class RowsImporter:
@@ -90,6 +96,7 @@ class RowsImporter:
                 try:
                     stored += await self._write(group, [row])
                 except InvalidMessage as exc:
+                    assert row.line is not None  # rows of a file know their line
                     dead.add(counts, row.line, exc.reason, exc.detail)
                     stored.append(None)
         for flag in stored:
@@ -99,25 +106,31 @@ class RowsImporter:
                 counts.skipped += 1
 
     async def _write(self, group: GroupId, rows: list[Row]) -> list[bool | None]:
-        """Each row's fate in one transaction: True stored, False already present."""
-        ids = {kind: [r.item.id for r in rows if isinstance(r.item, cls)] for kind, cls in KINDS.items()}
-        present = {e.id for e in await self.store.get_entities(group, ids["entity"])} if ids["entity"] else set()
-        present |= {f.id for f in await self.store.get_facts(group, ids["fact"])} if ids["fact"] else set()
-        fates: list[bool | None] = []
-        async with self.store.transaction() as tx:
-            for row in rows:
-                item = row.item
-                if isinstance(item, Episode):
-                    created = await tx.insert_episode(item, screened=row.screened, embedding=row.vec)
-                    for entity_id in row.mentions if created else ():
-                        await tx.link_episode_entity(group, item.id, entity_id)
-                    fates.append(created)
-                elif item.id in present:
-                    fates.append(False)
-                elif isinstance(item, Entity):
-                    await tx.insert_entity(item, row.vec)
-                    fates.append(True)
-                else:
-                    await tx.insert_fact(item, row.vec)
-                    fates.append(True)
-        return fates
+        return await write_rows(self.store, group, rows)
+
+
+async def write_rows(store: GraphStore, group: GroupId, rows: Sequence[Row]) -> list[bool | None]:
+    """Each row's fate, written in one transaction in the order given: True stored, False already present.
+
+    Entities must come before the facts that join them and the episodes that mention them."""
+    ids = {kind: [r.item.id for r in rows if isinstance(r.item, cls)] for kind, cls in KINDS.items()}
+    present = {e.id for e in await store.get_entities(group, ids["entity"])} if ids["entity"] else set()
+    present |= {f.id for f in await store.get_facts(group, ids["fact"])} if ids["fact"] else set()
+    fates: list[bool | None] = []
+    async with store.transaction() as tx:
+        for row in rows:
+            item = row.item
+            if isinstance(item, Episode):
+                created = await tx.insert_episode(item, screened=row.screened, embedding=row.vec)
+                for entity_id in row.mentions if created else ():
+                    await tx.link_episode_entity(group, item.id, entity_id)
+                fates.append(created)
+            elif item.id in present:
+                fates.append(False)
+            elif isinstance(item, Entity):
+                await tx.insert_entity(item, row.vec)
+                fates.append(True)
+            else:
+                await tx.insert_fact(item, row.vec)
+                fates.append(True)
+    return fates
