@@ -59,8 +59,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
 
 @hookimpl
 def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = subcommands.add_parser("import", help="bring memory in: a chat log, or another mnemobus's jsonl export")
-    kinds = p.add_subparsers(dest="import_kind", required=True, metavar="messages|jsonl")
+    p = subcommands.add_parser("import", help="bring memory in: a chat log, another mnemobus's jsonl export, or a Graphiti graph")
+    kinds = p.add_subparsers(dest="import_kind", required=True, metavar="messages|jsonl|graphiti")
     messages = kinds.add_parser("messages", help="one message a line (group, speaker, role, time, text, id), "
                                 "extracted as live episodes are")
     rows = kinds.add_parser("jsonl", help="the file `mnemobus graph export --format jsonl` wrote, rows as they were")
@@ -71,3 +71,19 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
                          "(default: <data dir>/imports/<kind>-<file>-<hash>.json)")
         cmd.add_argument("--restart", action="store_true", help="ignore a checkpoint and start at the first line")
         cmd.set_defaults(handler=lambda settings, args: anyio.run(_run, settings, args))
+    graphiti = kinds.add_parser("graphiti", help="a Graphiti deployment's episodes, entities and edges, with their "
+                                "valid and invalid times, read from its Neo4j")
+    graphiti.add_argument("--uri", required=True, help="Graphiti's Neo4j, e.g. bolt://graphiti-db:7687")
+    graphiti.add_argument("--user", help="Neo4j user (none: a server without authentication)")
+    graphiti.add_argument("--password-env", default="NEO4J_PASSWORD",
+                          help="the environment variable holding the password (default NEO4J_PASSWORD)")
+    graphiti.add_argument("--group", action="append", help="a Graphiti group to import (repeatable); default: all")
+    graphiti.add_argument("--checkpoint", type=Path, help="where the run records the groups done")
+    graphiti.add_argument("--restart", action="store_true", help="ignore a checkpoint and start again")
+    graphiti.set_defaults(handler=lambda settings, args: anyio.run(_graphiti, settings, args))
+
+
+async def _graphiti(settings: Settings, args: argparse.Namespace) -> int:
+    from mnemobus.cli.import_graphiti import run
+
+    return await run(settings, args)

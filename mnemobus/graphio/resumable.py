@@ -38,14 +38,15 @@ class DeadLetters:
         self.file.seek(keep_bytes)
         self.told = 0
 
-    def add(self, counts: Counts, line: Line, reason: str, detail: str) -> None:
+    def add(self, counts: Counts, line: Line, reason: str, detail: str, where: str | None = None) -> None:
+        """Count, keep and tell one row that cannot be stored; `where` names it when a line number does not."""
         counts.dead_letter(reason)
         record = {"line": line.number, "reason": reason, "detail": detail,
                   "text": line.data[:4000].decode("utf-8", "replace")}
         self.file.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
         self.told += 1
         if self.told <= MAX_TOLD:
-            print(f"\nline {line.number}: {reason}: {detail[:300]} (skipped)", file=sys.stderr)
+            print(f"\n{where or f'line {line.number}'}: {reason}: {detail[:300]} (skipped)", file=sys.stderr)
         elif self.told == MAX_TOLD + 1:
             print(f"\nmore bad lines: see {self.path}", file=sys.stderr)
 
