@@ -25,7 +25,7 @@ log = logging.getLogger("mnemobus.extensions")
 #: the kernel's own hook implementations, loaded before any entry point
 BUILTIN_MODULES = ("mnemobus.cli.run", "mnemobus.cli.doctor", "mnemobus.cli.dlq", "mnemobus.cli.migrate",
                    "mnemobus.cli.memory", "mnemobus.cli.cluster", "mnemobus.cli.mcp", "mnemobus.cli.nats_users",
-                   "mnemobus.api.role")
+                   "mnemobus.cli.graph", "mnemobus.cli.imports", "mnemobus.cli.backfill", "mnemobus.api.role")
 
 
 @functools.cache

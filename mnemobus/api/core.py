@@ -24,7 +24,7 @@ from mnemobus.envelope import EpisodeMessage
 from mnemobus.errors import InvalidMessage, MnemobusError
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, FactHop
-from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, ScoredEpisode, ScoredFact, episode_id_for
+from mnemobus.store.model import Entity, Episode, Fact, GroupExport, RecallQuery, ScoredEpisode, ScoredFact, episode_id_for
 
 #: one item of a search: a fact or a source message, with its score
 Recalled = ScoredFact | ScoredEpisode
@@ -183,6 +183,14 @@ class MemoryService:
 
     async def facts_as_of(self, group_id: str, as_of: datetime, limit: int) -> list[Fact]:
         return await self.rt.engine.facts_as_of(_one_group(group_id), as_of, limit)
+
+    async def group_export(self, group_id: str) -> GroupExport:
+        """Every row of a group (the graph page draws it); NotFound when the group holds nothing."""
+        group = _one_group(group_id)
+        dump: GroupExport = await self.store.export_group(group)
+        if not (dump.episodes or dump.entities or dump.facts):
+            raise NotFound(f"group {group_id!r} holds nothing")
+        return dump
 
     async def history(self, group_id: str, entity: str, relation: str | None) -> list[Fact]:
         return await self.rt.engine.edge_history(_one_group(group_id), entity, relation)

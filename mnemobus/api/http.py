@@ -13,10 +13,12 @@ from __future__ import annotations
 import secrets
 from typing import Annotated, Any
 
+import anyio
+
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from mnemobus import __version__
 from mnemobus.api.core import MemoryService, NotFound, message_query
@@ -37,6 +39,7 @@ from mnemobus.api.models import (
     SearchQuery,
     SearchResults,
 )
+from mnemobus.graphio.page import content_security_policy, page_html
 from mnemobus.errors import EntityExists, InvalidMessage, StoreUnavailable
 from mnemobus.limits import MAX_HTTP_BODY_BYTES
 
@@ -48,6 +51,10 @@ def key_matches(expected: str, authorization: str | None, x_api_key: str | None)
         given = authorization[7:].strip()
     return bool(given) and secrets.compare_digest(given.encode(), expected.encode())
 
+
+#: the graph page is private memory (never cached) that must not reach the network or be framed
+PAGE_HEADERS = {"Content-Security-Policy": content_security_policy() + "; frame-ancestors 'none'",
+                "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 
 #: the error answers every operation may give, documented in /openapi.json with their one shape
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -145,6 +152,13 @@ def create_app(service: MemoryService) -> FastAPI:
                        service: Served) -> list[EpisodeResult]:
         # the last_n newest, oldest first: Graphiti's retrieve_episodes reverses its newest-first query
         return [EpisodeResult.of(e) for e in reversed(await service.episodes(group_id, last_n))]
+
+    @app.get("/graph/{group_id}", response_class=HTMLResponse, dependencies=guarded,
+             responses={200: {"content": {"text/html": {}}, "description": "the group as one offline page"}})
+    async def graph_page(group_id: GroupIdField, service: Served) -> HTMLResponse:
+        """mnemobus addition: the group's entities and facts as one self-contained page (docs/graphio.md)."""
+        page = await anyio.to_thread.run_sync(page_html, await service.group_export(group_id))
+        return HTMLResponse(page, headers=PAGE_HEADERS)
 
     @app.get("/entity-edge/{uuid}", response_model=FactResult, dependencies=guarded)
     async def get_entity_edge(uuid: str, service: Served) -> FactResult:
