@@ -29,7 +29,9 @@ run: $(STAMP)
 test: $(STAMP) $(TEST_PREREQS)
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
 
+# the gate last: each request-path figure beside its budget (bench/budget.json), non-zero when one is over by >15%
 bench: $(STAMP) $(BENCHES)
+	$(BIN)/python bench/budget.py
 
 clean:
 	rm -rf data .pytest_cache
