@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,10 +12,10 @@ from mnemobus.groups import GroupId
 from mnemobus.store.model import Episode
 from mnemobus.store.sqlite import SqliteStore
 from mnemobus.store.sqlite.store import TURNS
+from test_conformance import T0  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio
-G = GroupId("user_a")
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+G = GroupId("user_turns")
 
 
 @pytest.fixture
