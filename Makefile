@@ -29,9 +29,11 @@ run: $(STAMP)
 test: $(STAMP) $(TEST_PREREQS)
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
 
-# every bench writes bench/results/<bench>.json (QUICK=1: bench/results/quick/, not committed); then the report
+# every bench writes bench/results/<bench>.json (QUICK=1: bench/results/quick/, not committed); then the report,
+# and last the gate: each request-path figure beside its budget (bench/budget.json), non-zero when one is over by >15%
 bench: $(STAMP) $(BENCHES)
 	@$(MAKE) --no-print-directory bench-report
+	$(BIN)/python bench/budget.py $(if $(filter-out 0,$(QUICK)),--results bench/results/quick)
 
 clean:
 	rm -rf data .pytest_cache

@@ -154,7 +154,14 @@ class Bus:
         if msg_id:
             hdrs["Nats-Msg-Id"] = msg_id
         timeout = self.settings.request_timeout_s
-        future = await self.js.publish_async(subject, data, headers=hdrs or None, wait_stall=timeout)
+        # the stall limit as a timeout around the call, not nats-py's wait_stall: that one waits through
+        # asyncio.wait_for, a task of its own, so every send went once round the loop and the client's flusher
+        # wrote each episode to the socket alone; without it an exchange's episodes and answer leave in one write
+        try:
+            async with asyncio.timeout(timeout):
+                future = await self.js.publish_async(subject, data, headers=hdrs or None)
+        except TimeoutError as exc:
+            raise nats.js.errors.TooManyStalledMsgsError from exc
 
         async def ack() -> Any:
             try:

@@ -18,6 +18,10 @@ CREATE INDEX IF NOT EXISTS episodes_group_time ON episodes(group_id, reference_t
 -- rowid order within a group: the vector cache asks for a group's newest row on every search (O(log n) here,
 -- a scan of the whole group through episodes_group_time: 84 µs at 1k episodes, growing linearly)
 CREATE INDEX IF NOT EXISTS episodes_group ON episodes(group_id);
+-- the turns said around a recalled message (TURNS in store.py): one seek to the nearest turn of the channel on
+-- each side, then `span` rows. On an expression only that read names, so no other read of a group picks it: a
+-- plain (group_id, channel_id, ...) index was taken for the vector cache's max(rowid) and walked the whole group
+CREATE INDEX IF NOT EXISTS episodes_turns ON episodes((group_id || ''), channel_id, reference_time, id);
 CREATE TABLE IF NOT EXISTS entities(
   id TEXT PRIMARY KEY, group_id TEXT NOT NULL, name TEXT NOT NULL, canonical_name TEXT NOT NULL,
   type TEXT NOT NULL, summary TEXT NOT NULL DEFAULT '', confidence REAL NOT NULL,

@@ -45,6 +45,17 @@ T = TypeVar("T")
 P = TypeVar("P")
 log = logging.getLogger(__name__)
 
+# the turns said just before (-1) and just after (1) an anchor in its channel, nearest first: a range of
+# episodes_turns that starts at the anchor ([time, id] compared as one row value), so each side is a seek and
+# `span` rows. The earlier form (a time range of episodes_group_time and the tie-break on id in an OR) read every
+# turn of the window, of every channel, and sorted the ties on id (docs/performance.md)
+TURNS = {
+    side: f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE (group_id || '') = ? AND channel_id IS ?"
+          f" AND reference_time {edge} ? AND (reference_time, id) {cmp} (?, ?)"
+          f" ORDER BY reference_time {order}, id {order} LIMIT ?"
+    for side, edge, cmp, order in ((-1, ">=", "<", "DESC"), (1, "<=", ">", "ASC"))
+}
+
 BUSY_TIMEOUT_S = 1.0
 READERS = 4  # reader connections per store (see SqliteStore._borrow)
 READER_CACHE_KB = 16_384  # reads go through the memory map; the page cache only holds what it does not cover
@@ -266,14 +277,8 @@ class SqliteStore:
                                 f" WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)).fetchall()
             out: list[Neighbour] = []
             for anchor, t, channel in anchors:
-                for sign, cmp, order, lo, hi in ((-1, "<", "DESC", t - within_s, t), (1, ">", "ASC", t, t + within_s)):
-                    rows = c.execute(
-                        f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE group_id = ? AND channel_id IS ?"
-                        f" AND reference_time BETWEEN ? AND ?"
-                        f" AND (reference_time {cmp} ? OR (reference_time = ? AND id {cmp} ?))"
-                        f" ORDER BY reference_time {order}, id {order} LIMIT ?",
-                        (group_id, channel, lo, hi, t, t, anchor, span),
-                    ).fetchall()
+                for sign in (-1, 1):
+                    rows = c.execute(TURNS[sign], (group_id, channel, t + sign * within_s, t, anchor, span)).fetchall()
                     out.extend(Neighbour(anchor, sign * (i + 1), episode_of(r)) for i, r in enumerate(rows))
             return out
 

@@ -1,0 +1,317 @@
+"""Where the request path's time goes: CPU per request and a profile of each part (issue 36).
+
+Run: `.venv/bin/python bench/profile_request.py plugin|recall|breakdown [--pyspy] [--n N]` (py-spy: `pip install
+py-spy`, a profiling tool only, not a dependency of mnemobus).
+
+- `plugin`: a real nats-server and ONE memory plugin process (bench/pipeline_server.py) on groups of 10k facts
+  filled through the engine (the filled store is kept under $PROFILE_CACHE, default /tmp/mnemobus-profile, so
+  before/after runs share it). It sends N enriched requests and N requests of a skill memory skips, in
+  alternating blocks, closed loop, and reads the plugin process's CPU time (/proc) around each block: the CPU
+  an enriched request costs beside the bare relay through the same process, which wall time on a shared
+  machine cannot give. --pyspy samples it with py-spy (bench/profiles/plugin.svg; --pyspy-format raw: collapsed stacks for
+  bench/stacks.py). Figures go to bench/results/profile_plugin.json.
+- `recall`: MemoryEngine.recall in process on one 10k-fact group (bench_engine's bulk load, hashing embedder
+  for the query as bench_engine does), CPU time per recall (time.process_time). Figures go to
+  bench/results/profile_recall.json; for its flame graph run it under py-spy
+  (`py-spy record -o bench/profiles/recall_10k.svg -- .venv/bin/python bench/profile_request.py recall --pyspy`).
+- `breakdown`: the plugin's steps for one enriched request, in process on the `plugin` run's filled store, each
+  timed on the CPU clock of the thread it runs on (recall's reads run on one worker thread): envelope parsing
+  and validation, identity, query embedding, each store read, fusion and the rest of recall, top-k, rendering,
+  the enriched envelope, the episode envelopes. Figures go to bench/results/profile_breakdown.json.
+cProfile is not used: it sees only the thread it started on, and recall's reads run on a worker thread.
+Profiling adds its own cost: compare CPU figures only between runs without a profiler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import cpu_seconds, percentile, print_table, write_results  # noqa: E402
+
+PROFILES = Path(__file__).parent / "profiles"
+CACHE = Path(os.environ.get("PROFILE_CACHE", "/tmp/mnemobus-profile"))
+
+
+# -- recall in the engine ------------------------------------------------------------------------------------
+
+
+async def profile_recall(n: int) -> dict[str, float]:
+    from bench_engine import NOW, RNG, VOCAB, bulk_load
+
+    from mnemobus.engine import MemoryEngine
+    from mnemobus.engine.embed import HashEmbedder
+    from mnemobus.store.model import RecallQuery
+    from mnemobus.store.sqlite import SqliteStore
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / "recall_10k.sqlite3"
+    fresh = not path.exists()
+    store = SqliteStore(path)
+    await store.open()
+    if fresh:
+        groups = await asyncio.to_thread(bulk_load, store, 10_000, 1)
+        (CACHE / "recall_10k.names").write_text("\n".join(groups[0][1]))
+    names = (CACHE / "recall_10k.names").read_text().split("\n")
+    group = "user_bench0"
+    engine = MemoryEngine(store, embedder=HashEmbedder())
+    queries = [f"what about {RNG.choice(names)} and {RNG.choice(VOCAB)}?" for _ in range(n)]
+    for q in queries[:50]:
+        await engine.recall(RecallQuery(q, (group,), as_of=NOW, max_facts=10, max_episodes=3))
+    store.vectors.wait_for_indexes()  # the IVF build runs on a thread of this process: not a recall's CPU
+    cpu, wall = [], []
+    for q in queries:
+        c, t = time.process_time(), time.perf_counter()
+        await engine.recall(RecallQuery(q, (group,), as_of=NOW, max_facts=10, max_episodes=3))
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - t)
+    await engine.close()
+    return {"recall_10k_cpu_ms_mean": round(1000 * sum(cpu) / n, 3),
+            "recall_10k_cpu_ms_p50": round(1000 * percentile(cpu, 50), 3),
+            "recall_10k_wall_p50_ms": round(1000 * percentile(wall, 50), 3),
+            "recall_10k_wall_p99_ms": round(1000 * percentile(wall, 99), 3)}
+
+
+# -- the steps of one enriched request, each timed on its own thread's CPU clock ------------------------------
+
+STORE_STEPS = ("search_facts_text", "search_facts_vector", "search_entities_text", "search_entities_vector",
+               "search_episodes_text", "search_episodes_vector", "walk", "fact_standings", "get_episodes",
+               "episode_context", "get_facts", "mark_retrieved")
+
+
+def _timed(spent: dict[str, float], name: str, fn):  # type: ignore[no-untyped-def]
+    """`fn` with the CPU time of the thread it runs on added to spent[name] (recall's reads share one thread)."""
+    import inspect
+
+    if inspect.iscoroutinefunction(fn):
+        async def async_wrapper(*a, **k):  # type: ignore[no-untyped-def]
+            t = time.thread_time()
+            try:
+                return await fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.thread_time() - t
+        return async_wrapper
+
+    def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+        t = time.thread_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[name] = spent.get(name, 0.0) + time.thread_time() - t
+    return wrapper
+
+
+async def breakdown(n: int) -> dict[str, float]:
+    """Each step of the plugin's work for one enriched request, in process on the plugin bench's filled store:
+    CPU microseconds a request, per step. The bus's own work (sockets, the client library) is not here: the
+    py-spy profile of the plugin process shows its share."""
+    from bench_pipeline import _request
+
+    from mnemobus.bus.endpoint import parse_message
+    from mnemobus.config import load_settings
+    from mnemobus.engine import open_engine
+    from mnemobus.engine.render import render_context
+    from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest
+    from mnemobus.identity import IdentityRegistry
+    from mnemobus.limits import query_tail
+    from mnemobus.store.model import RecallQuery, RecallResult, episode_id_for
+
+    if not (CACHE / "plugin.sqlite3.filled").exists():
+        raise SystemExit("run `bench/profile_request.py plugin` once first: it fills the store this reads")
+    with tempfile.TemporaryDirectory(prefix="mnemobus-profile-") as tmp:
+        settings = load_settings(_settings_file(Path(tmp), "nats://127.0.0.1:1"))
+        identity = IdentityRegistry(settings.identity.users_file)
+        engine = await open_engine(settings)
+        cfg = settings.memory
+        spent: dict[str, float] = {}
+        store = engine.store
+        for name in STORE_STEPS:
+            setattr(store, name, _timed(spent, name, getattr(store, name)))
+        engine.embedder.embed = _timed(spent, "query_embedding", engine.embedder.embed)  # type: ignore[method-assign]
+        run_reads = store.run_reads
+
+        async def timed_reads(work, prepare):  # type: ignore[no-untyped-def]
+            return await run_reads(_timed(spent, "recall_worker_thread", work), prepare)
+
+        store.run_reads = timed_reads  # type: ignore[method-assign]
+        wire = [_request(i, "bench") for i in range(n)]
+
+        def step(name, fn, *a, **k):  # type: ignore[no-untyped-def]
+            return _timed(spent, name, fn)(*a, **k)
+
+        async def one(data: bytes) -> None:
+            req = step("envelope_parse_validate", parse_message, SkillRequest, data,
+                       settings.nats.max_message_bytes)
+            who = step("identity", identity.resolve, req.source.platform, req.source.user_id,
+                       req.payload.meta.agent_id, req.payload.meta.system_actor)
+            query = RecallQuery(text=query_tail(req.payload.content), group_ids=who.read_groups,
+                                max_facts=cfg.max_facts, max_episodes=cfg.max_episodes)
+            result = await _timed(spent, "recall_total", engine.recall)(query)
+            merged = step("top_k", result.top, cfg.max_items)
+            block = step("render", render_context, merged, cfg.context_budget_chars)
+            memory = MemoryContext(groups=list(who.read_groups), block=block, facts=len(merged.facts),
+                                   episodes=len(merged.episodes), status="enriched" if block else "empty")
+
+            def enrich() -> bytes:
+                enriched = EnrichedRequest.model_validate(req.model_dump(by_alias=True))
+                enriched.memory = memory
+                enriched.original_content = req.payload.content
+                enriched.payload.content = f"{memory.block}\n\n{req.payload.content}"
+                return enriched.to_wire()
+
+            step("enriched_envelope", enrich)
+
+            def episodes() -> list[bytes]:
+                return [EpisodeMessage(episode_id=episode_id_for(g, req.id, "exchange"), group_id=g,
+                                       content=req.payload.content, response="ok", source_message_id=req.id,
+                                       correlation_id=req.trace_id, agent_id=req.payload.meta.agent_id,
+                                       platform=req.source.platform, channel_id=req.source.channel_id,
+                                       user_id=req.source.user_id, speaker_name="josh",
+                                       reference_time=req.timestamp).to_wire() for g in who.groups]
+
+            step("episode_envelopes", episodes)
+
+        for data in wire[:50]:
+            await one(data)
+        spent.clear()
+        t = time.process_time()
+        for data in wire:
+            await one(data)
+        total = time.process_time() - t
+        await engine.close()
+    per = {k: round(1e6 * v / n, 1) for k, v in spent.items()}
+    store_total = sum(v for k, v in per.items() if k in STORE_STEPS and k != "mark_retrieved")
+    out = {f"us_{k}": v for k, v in sorted(per.items(), key=lambda kv: -kv[1])}
+    out["us_recall_store_reads"] = round(store_total, 1)
+    out["us_recall_fusion_scoring_rest"] = round(per["recall_total"] + per["recall_worker_thread"] - store_total
+                                                 - per.get("mark_retrieved", 0), 1)
+    out["us_process_cpu_per_request"] = round(1e6 * total / n, 1)
+    out["recalled_groups"] = len(who_groups(identity))
+    return out
+
+
+def who_groups(identity) -> tuple:  # type: ignore[no-untyped-def]
+    return identity.resolve("discord", "111", "bench", None).read_groups
+
+
+# -- an enriched request through the plugin ------------------------------------------------------------------
+
+
+def _settings_file(tmpd: Path, url: str) -> Path:
+    import yaml
+
+    users = tmpd / "users.yaml"
+    users.write_text("users:\n  - id: josh\n    identities:\n      discord: '111'\n")
+    cfg = {"nats": {"url": url}, "store": {"sqlite_path": str(CACHE / "plugin.sqlite3")},
+           "memory": {"recall_deadline_ms": 1000.0}, "metrics": {"port": 0},
+           "identity": {"users_file": str(users)}, "log_level": "WARNING",
+           "worker": {}}
+    path = tmpd / "m.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegraph") -> dict[str, float]:
+    from bench_pipeline import RELAY_SKILL, _direct, _request, closed_loop, fill
+
+    from mnemobus import subjects
+    from mnemobus.bus.connection import Bus
+    from mnemobus.bus.server import EmbeddedNatsServer
+    from mnemobus.config import load_settings
+    from mnemobus.groups import GroupId
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="mnemobus-profile-") as tmp:
+        tmpd = Path(tmp)
+        server = EmbeddedNatsServer(tmpd / "nats")
+        server.start()
+        settings_path = _settings_file(tmpd, server.url or "")
+        settings = load_settings(settings_path)
+        if not (CACHE / "plugin.sqlite3.filled").exists():
+            for p in CACHE.glob("plugin.sqlite3*"):
+                p.unlink()
+            figures.update(await fill(settings, [GroupId("user_josh"), GroupId("agent_bench__user_josh")]))
+            (CACHE / "plugin.sqlite3.filled").write_text("1")
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "pipeline_server.py"), str(settings_path)],
+                                stdout=subprocess.PIPE, text=True)
+        spy = None
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+            bus = await Bus.connect(server.url or "", settings.nats, name="profile")
+            await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), 100)  # warm
+            await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench", RELAY_SKILL), 50)
+            if with_pyspy:
+                PROFILES.mkdir(exist_ok=True)
+                spy = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy"), "record",
+                                        "--pid", str(proc.pid), "-r", "250", "-f", pyspy_format,
+                                        "-o", str(PROFILES / ("plugin.svg" if pyspy_format == "flamegraph" else
+                                                              "plugin.collapsed.txt"))],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                time.sleep(1.0)
+            cpu = {"enriched": 0.0, "relay": 0.0}
+            lat: dict[str, list[float]] = {"enriched": [], "relay": [], "bare": []}
+            block = 50
+            for start in range(0, n, block):  # alternated, so both see the same machine
+                for kind, make in (("enriched", lambda i: _request(i, "bench")),
+                                   ("relay", lambda i: _request(i, "bench", RELAY_SKILL))):
+                    before = cpu_seconds(proc.pid)
+                    lat[kind] += await closed_loop(bus, subjects.SKILL_REQUEST, lambda i, s=start, m=make: m(s + i), block)
+                    cpu[kind] += cpu_seconds(proc.pid) - before
+                lat["bare"] += await closed_loop(bus, subjects.skill_execute("bench"), _direct, block)
+            await bus.close()
+            figures.update({
+                "plugin_cpu_ms_per_request_enriched": round(1000 * cpu["enriched"] / n, 3),
+                "plugin_cpu_ms_per_request_relay_only": round(1000 * cpu["relay"] / n, 3),
+                "memory_cpu_ms_per_request": round(1000 * (cpu["enriched"] - cpu["relay"]) / n, 3),
+                "enriched_p50_ms": round(1000 * percentile(lat["enriched"], 50), 3),
+                "relay_only_p50_ms": round(1000 * percentile(lat["relay"], 50), 3),
+                "bare_relay_p50_ms": round(1000 * percentile(lat["bare"], 50), 3),
+                "added_p50_ms": round(1000 * (percentile(lat["enriched"], 50) - percentile(lat["bare"], 50)), 3),
+                "added_p99_ms": round(1000 * (percentile(lat["enriched"], 99) - percentile(lat["bare"], 99)), 3),
+                "requests": n,
+            })
+        finally:
+            if spy is not None:
+                spy.send_signal(2)
+                spy.wait(timeout=60)
+            proc.terminate()
+            proc.wait(timeout=60)
+            server.stop()
+    return figures
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["plugin", "recall", "breakdown"])
+    ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--pyspy", action="store_true", help="plugin: sample the plugin process with py-spy; recall: "
+                    "run under py-spy (figures are then not written)")
+    ap.add_argument("--pyspy-format", choices=["flamegraph", "raw"], default="flamegraph",
+                    help="raw: collapsed stacks (bench/profiles/plugin.collapsed.txt) for bench/stacks.py")
+    args = ap.parse_args()
+    if args.what == "recall":
+        figures = asyncio.run(profile_recall(args.n))
+    elif args.what == "breakdown":
+        figures = asyncio.run(breakdown(args.n))
+    else:
+        figures = asyncio.run(profile_plugin(args.n, args.pyspy, args.pyspy_format))
+    figures["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    print_table(f"profile {args.what}", figures)
+    if not args.pyspy:
+        write_results(f"profile_{args.what}", figures, baseline="relay-only requests through the same plugin "
+                      "process, alternated blocks" if args.what == "plugin" else "none (CPU per recall)")
+
+
+if __name__ == "__main__":
+    main()
