@@ -31,7 +31,8 @@ from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.gdpr import hard_delete_user
 from mnemobus.api.http import key_matches
 from mnemobus.bus.endpoint import describe_validation_error
-from mnemobus.bus.micro import MicroService, ServiceRequest
+from mnemobus.bus.micro import MicroService, ServiceRequest, reply_subject
+from mnemobus.bus.permissions import forged_reply
 from mnemobus.envelope import SkillRequest, WireModel
 from mnemobus.errors import EntityExists, InvalidMessage, StoreUnavailable
 
@@ -189,6 +190,11 @@ class NatsApi:
 
     def _handler(self, name: str, model: type[BaseModel], op: Op) -> Callable[[ServiceRequest], Awaitable[None]]:
         async def handle(req: ServiceRequest) -> None:
+            if (role := forged_reply(req.subject, reply_subject(req))) is not None:
+                self.svc.rt.metrics.messages.labels(endpoint=f"api.{name}", outcome="forged_reply").inc()
+                log.warning("not answering a %s request whose reply subject is the %s role's inbox (a role that "
+                            "cannot send it): someone else named that inbox", name, role)
+                return
             if not self.accepting:
                 await req.respond_error("503", "memory service is stopping; retry")
                 return
