@@ -292,7 +292,9 @@ class EpisodesResult(BaseModel):
 
 class DeleteUserRequest(Body):
     user_id: str = Field(min_length=1, max_length=64)
-    actor: str = Field(min_length=1, max_length=64, description="the canonical id of the admin asking")
+    actor: str | None = Field(default=None, min_length=1, max_length=64, description="the canonical id of the "
+                              "admin asking: with a key of api.keys it is the key's owner (naming anyone else is "
+                              "refused); without, believed only from the operator role of an enforcing bus")
 
 
 class StatusResult(BaseModel):
