@@ -16,7 +16,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from mnemobus.api.core import Forbidden, MemoryService, NotFound, total
+from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.envelope import ENVELOPE_VERSION, WireModel, new_id, utcnow
 from mnemobus.groups import GroupId
 
@@ -68,11 +68,8 @@ async def hard_delete_user(svc: MemoryService, user_id: str, *, actor: str, proo
     if user is None:
         raise NotFound(f"no user {user_id!r} in users.yaml")
     groups = groups_of(svc.rt.identity.groups_of_user(user), await svc.all_groups())
-    counts = []
-    for group in groups:
-        counts.append(await svc.delete_group(group))
+    done = await svc.delete_groups(groups)  # all or nothing where the store can (SQLite): never half a user
     await svc.store.erase_residue()
-    done = total(counts)
     remaining = 0
     for group in groups:
         remaining += await svc.store.count_episodes(group) + await svc.store.count_facts(group)

@@ -148,3 +148,21 @@ async def test_after_a_hard_delete_the_user_s_words_are_gone_from_the_database_f
     raw = _file_bytes(path)
     assert marker.encode() not in raw and marker.lower().encode() not in raw
     assert b"Globex" in raw  # the other user's memory is still there
+
+
+async def test_a_store_failure_part_way_through_an_erasure_leaves_every_group_of_the_user_as_it_was(api: Api) -> None:
+    """The third of josh's groups fails the way a full disk does, after the first two were deleted in the same
+    transaction: the erasure is one transaction, so nothing of josh is gone (and a retry can erase it all)."""
+    await _josh_everywhere(api)
+    before = {g: await api.store.count_episodes(GroupId(g)) for g in JOSH_GROUPS}
+    writer = api.store._writer_conn()  # noqa: SLF001 - a trigger on the store's own connection fails its delete
+    writer.execute(f"CREATE TEMP TRIGGER disk_full BEFORE DELETE ON episodes WHEN old.group_id = '{JOSH_GROUPS[-1]}' "
+                   "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END")
+    _, headers = await api.nats("delete-user", {"user_id": "josh"}, headers=_bearer(ADMIN_KEY))
+    after = {g: await api.store.count_episodes(GroupId(g)) for g in JOSH_GROUPS}
+    writer.execute("DROP TRIGGER disk_full")
+    body, retried = await api.nats("delete-user", {"user_id": "josh"}, headers=_bearer(ADMIN_KEY))
+    # a trigger's RAISE is a constraint error to SQLite (a 500); a real full disk is an OperationalError (a 503)
+    assert headers["Nats-Service-Error-Code"] == "500" and "disk is full" in headers["Nats-Service-Error"]
+    assert after == before == {g: 1 for g in JOSH_GROUPS}
+    assert "Nats-Service-Error-Code" not in retried and body["remaining"] == 0
