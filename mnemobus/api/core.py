@@ -264,7 +264,7 @@ class MemoryService:
         return await self.store.delete_episode(episode.group_id, episode.id)
 
     async def clear(self) -> DeleteCounts:
-        """Graphiti's POST /clear: every group, and everything still queued."""
-        first = [await self.store.delete_group(g) for g in await self.all_groups()]
+        """Graphiti's POST /clear: every group (all or none where the store can), and everything still queued."""
+        first = await self.store.delete_groups(await self.all_groups())
         await self.purge_queued(None)
-        return total(first + [await self.store.delete_group(g) for g in await self.all_groups()])
+        return total([first, await self.store.delete_groups(await self.all_groups())])

@@ -97,10 +97,10 @@ async def test_clear_on_a_failing_store_answers_503_and_keeps_what_is_still_queu
     await api.say(group_id, "I keep a journal")
     stream_before = (await api.rt.bus.js.stream_info(subjects.EPISODE_STREAM)).state.messages
 
-    async def disk_full(_group):
+    async def disk_full(_groups):
         raise StoreUnavailable("sqlite: database or disk is full")
 
-    monkeypatch.setattr(api.store, "delete_group", disk_full)
+    monkeypatch.setattr(api.store, "delete_groups", disk_full)
     r = await api.http.post("/clear")
     assert r.status_code == 503 and "disk is full" in r.json()["detail"]
     assert (await api.rt.bus.js.stream_info(subjects.EPISODE_STREAM)).state.messages == stream_before >= 1
@@ -179,3 +179,15 @@ async def test_adding_an_entity_while_its_group_is_deleted_is_never_a_500(api: A
             tg.start_soon(delete)
     assert sorted(set(statuses)) == [("add", 201), ("delete", 200)]
     assert len(statuses) == 50
+
+
+async def test_clear_failing_part_way_leaves_every_group_as_it_was(api: Api) -> None:
+    for group in ("user_a", "user_b"):
+        await api.say(group, "I keep a journal")
+    writer = api.store._writer_conn()  # noqa: SLF001 - a trigger on the store's own connection fails one delete
+    writer.execute("CREATE TEMP TRIGGER disk_full BEFORE DELETE ON episodes WHEN old.group_id = 'user_b' "
+                   "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END")
+    r = await api.http.post("/clear", headers=api.auth)
+    kept = [await api.store.count_episodes(g) for g in ("user_a", "user_b")]
+    writer.execute("DROP TRIGGER disk_full")
+    assert r.status_code == 500 and kept == [1, 1]  # the trigger's RAISE is a constraint error to SQLite
