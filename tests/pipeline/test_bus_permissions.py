@@ -191,6 +191,18 @@ def test_nats_users_writes_a_server_config_and_one_private_env_file_per_role(tmp
         assert srv.url
 
 
+def test_the_written_authorization_grants_no_shared_inbox_nor_the_whole_jetstream_api(tmp_path: Path) -> None:
+    write_users(tmp_path / "users", list(ROLES))
+    conf = (tmp_path / "users" / "authorization.conf").read_text()
+    users = json.loads(conf.removeprefix("authorization "))["users"]
+    granted = {u["user"]: (u["permissions"]["publish"].get("allow", []), u["permissions"]["subscribe"]["allow"])
+               for u in users}
+    assert not [r for r, (pub, sub) in granted.items() if "_INBOX.>" in sub or ">" in sub or "$JS.API.>" in pub]
+    assert {r: [s for s in sub if s.startswith("_INBOX")] for r, (_, sub) in granted.items()} == \
+        {r: ([] if r == "executor" else [f"_INBOX_{r}.>"]) for r in ROLES}
+    assert all(u["permissions"].get("allow_responses", {"max": 1})["max"] == 1 for u in users)
+
+
 def test_a_role_nobody_defined_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="no such role.*wizard"):
         nats_authorization({"wizard": "x" * 32})
