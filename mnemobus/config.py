@@ -311,16 +311,48 @@ class MetricsSettings(Section):
     host: str = "127.0.0.1"
 
 
+def long_secret(value: SecretStr, what: str) -> SecretStr:
+    """A secret a caller presents must not be guessable: at least 16 characters."""
+    if len(value.get_secret_value()) < 16:
+        raise ValueError(f"{what} must have at least 16 characters")
+    return value
+
+
+class ApiKey(Section):
+    """One person's key to the memory API: a request carrying it acts as `owner`."""
+
+    owner: str = Field(min_length=1, max_length=64, description="the users.yaml id of whoever holds the key: the "
+                       "actor of the admin actions it makes (delete-user, /memory clear) and the name in their audit")
+    key: SecretStr = Field(description="at least 16 characters; from the environment or a secrets file")
+
+    @field_validator("key")
+    @classmethod
+    def _long_enough(cls, v: SecretStr) -> SecretStr:
+        return long_secret(v, "a key")
+
+
 class ApiSettings(Section):
     """The `api` section: where the memory service listens and what it asks of callers."""
 
     http: bool = Field(default=True, description="serve the Graphiti-compatible HTTP API (NATS endpoints always run)")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535, description="0 binds a free port (tests); the bound URL is logged")
-    api_key: SecretStr | None = Field(default=None, description="when set, HTTP and NATS requests must carry it")
+    api_key: SecretStr | None = Field(default=None, description="when set, HTTP and NATS requests must carry it "
+                                      "(or one of `keys`); it proves no one, so no admin action is made with it")
+    keys: list[ApiKey] = Field(default_factory=list, description="per-person keys (`owner`, `key`): when any is set "
+                               "(or api_key), every request must carry one, and an admin action acts as its owner")
     max_inflight: int = Field(default=64, ge=1, le=10_000, description="concurrent NATS requests per endpoint")
     drain_timeout_s: float = Field(default=10.0, gt=0, description="how long in-flight requests may finish at stop")
     search_timeout_s: float = Field(default=5.0, gt=0, description="a search or get-memory past this answers 504")
+
+    @model_validator(mode="after")
+    def _keys_unique(self) -> ApiSettings:
+        given = [k.key.get_secret_value() for k in self.keys]
+        if self.api_key is not None:
+            given.append(self.api_key.get_secret_value())
+        if len(set(given)) < len(given):
+            raise ValueError("two API keys are the same: each key must name one owner")
+        return self
 
 
 class McpClient(Section):
@@ -333,9 +365,7 @@ class McpClient(Section):
     @field_validator("token")
     @classmethod
     def _long_enough(cls, v: SecretStr) -> SecretStr:
-        if len(v.get_secret_value()) < 16:
-            raise ValueError("a token must have at least 16 characters")
-        return v
+        return long_secret(v, "a token")
 
 
 class McpSettings(Section):

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from mnemobus.limits import MAX_CONTENT_CHARS, StoredText
+from mnemobus.limits import MAX_CONTENT_CHARS, Moment, StoredText, clip_bytes
 from mnemobus.subjects import check_reply_subject
 
 ENVELOPE_VERSION = 1
@@ -69,7 +69,7 @@ class SkillRequest(WireModel):
     id: str = Field(default_factory=new_id, min_length=1, max_length=128)
     correlation_id: str | None = Field(default=None, max_length=128)
     parent_id: str | None = None
-    timestamp: datetime = Field(default_factory=utcnow)
+    timestamp: Moment = Field(default_factory=utcnow)
     source: Source = Field(default_factory=Source)
     payload: Payload
     reply: Reply | None = None
@@ -105,7 +105,7 @@ class SkillResponse(WireModel):
     agent_id: str
     content: str | None = None
     error: str | None = None
-    timestamp: datetime = Field(default_factory=utcnow)
+    timestamp: Moment = Field(default_factory=utcnow)
     memory: MemoryContext | None = None
 
 
@@ -139,7 +139,22 @@ class EpisodeMessage(WireModel):
     platform: str | None = None
     channel_id: str | None = None
     user_id: str | None = None
-    reference_time: datetime = Field(default_factory=utcnow)
+    reference_time: Moment = Field(default_factory=utcnow)
+
+    def within(self, max_bytes: int) -> EpisodeMessage:
+        """This episode cut (the answer first, then the message, each marked) until its wire form has at most
+        `max_bytes` bytes: a limit in characters lets 64,000 four-byte characters through at 256,000 bytes, and
+        the worker refuses an episode over the bus's message limit."""
+        episode = self
+        for _ in range(4):  # a cut removes at least the bytes over; JSON escapes can leave a few more
+            over = len(episode.to_wire()) - max_bytes
+            if over <= 0:
+                break
+            sizes = {f: len((getattr(episode, f) or "").encode("utf-8", "surrogatepass")) for f in ("response", "content")}
+            field = "response" if sizes["response"] >= min(sizes["content"], over + 64) else "content"
+            cut = clip_bytes(getattr(episode, field) or "", max(0, sizes[field] - over - 64))
+            episode = episode.model_copy(update={field: cut})
+        return episode
 
 
 class DeadLetter(WireModel):

@@ -21,7 +21,10 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 
 
 #: the same rule for JSON Schema / OpenAPI (pydantic's regex engine has no trailing-newline '$' quirk)
-GROUP_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
+GROUP_ID_PATTERN = r"^[A-Za-z0-9-][A-Za-z0-9_-]*$"
+#: ids starting with it are the system's own groups, never a caller's: the dead letters no group could be read
+#: from (`_unrouted`: deleting that group would purge them all) and the warm-up recall (`_warmup`)
+RESERVED_PREFIX = "_"
 
 
 class InvalidGroupId(ValueError):
@@ -59,6 +62,9 @@ def validate_group_id(value: object) -> GroupId:
         raise InvalidGroupId(
             f"group id {value!r} contains {''.join(bad)!r}; only letters, digits, '_' and '-' are allowed"
         )
+    if value.startswith(RESERVED_PREFIX):
+        raise InvalidGroupId(f"group id {value!r} is reserved: ids starting with {RESERVED_PREFIX!r} are the "
+                             "system's own (e.g. '_unrouted', the dead letters of no group)")
     return GroupId(value)
 
 

@@ -7,6 +7,7 @@ into a dead letter later. One constant per limit, imported wherever it is checke
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -26,6 +27,16 @@ def clip(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK
+
+
+def clip_bytes(text: str, max_bytes: int) -> str:
+    """`text` cut to at most `max_bytes` bytes of UTF-8 (at a character boundary), marked when it was cut: a
+    message's limit on the bus is in bytes, and a character of UTF-8 takes up to four."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text
+    keep = max(0, max_bytes - len(TRUNCATION_MARK.encode()))
+    return raw[:keep].decode("utf-8", "ignore") + TRUNCATION_MARK
 
 
 def query_tail(text: str) -> str:
@@ -63,3 +74,16 @@ def lone_surrogate(value: object, path: str = "") -> str | None:
         if found:
             return found
     return None
+
+
+def _in_calendar(value: datetime) -> datetime:
+    try:
+        (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        raise ValueError(f"{value.isoformat()} is outside years 1 to 9999 once in UTC, the range memory stores "
+                         "times in") from None
+    return value
+
+
+#: a time memory stores or compares: in UTC within years 1..9999 (an offset can push 0001-01-01 into year 0)
+Moment = Annotated[datetime, AfterValidator(_in_calendar)]

@@ -79,6 +79,10 @@ class PipelineMetrics:
             "redelivered, then found already stored)", registry=r)
         self.worker_heartbeat_errors = Counter(
             "mnemobus_worker_heartbeat_errors_total", "Heartbeats the worker could not write (bus away)", registry=r)
+        self.worker_protocol_errors = Counter(
+            "mnemobus_worker_protocol_errors_total", "Messages on the worker's fetch inbox that are no delivery of its "
+            "consumer (someone named that inbox as a reply subject, or a bad status), dropped unsettled", ["kind"],
+            registry=r)
         self.worker_restarts = Counter(
             "mnemobus_worker_restarts_total", "Consumer loops restarted by the supervisor", registry=r)
         self.worker_lag = Gauge(

@@ -34,6 +34,26 @@ _PUBLISH_SUBJECT = re.compile(r"[^\s.*>]+(?:\.[^\s.*>]+)*")
 _RESERVED_PREFIXES = ("agent.skill.", "memory.", "worldstate.", "$")
 
 
+#: the first token of the reply inboxes of a connection without a NATS user (nats-py's default)
+INBOX_PREFIX = "_INBOX"
+
+
+def inbox_root(user: str) -> str:
+    """`_INBOX_<user>`: the first token of every reply inbox of `user`'s connections.
+
+    Why per user: NATS delivers a request's reply, and a pull consumer's messages, to the requester's inbox;
+    with one shared `_INBOX.>` anyone allowed to subscribe there reads every user's replies. A user granted only
+    `_INBOX_<user>.>` receives its own."""
+    return f"{INBOX_PREFIX}_{_token(user, 'NATS user')}"
+
+
+def inbox_prefix(user: str | None, instance: str) -> str:
+    """The `inbox_prefix` a connection of `user` (None: no user) from process `instance` connects with."""
+    if user is None:
+        return INBOX_PREFIX
+    return f"{inbox_root(user)}.{re.sub(r'[^A-Za-z0-9_-]', '_', instance) or '_'}"
+
+
 def check_reply_subject(value: str) -> str:
     """A subject a caller asks us to publish its reply on: one concrete subject outside our namespaces."""
     if len(value) > 256 or not _PUBLISH_SUBJECT.fullmatch(value):

@@ -24,7 +24,7 @@ from anyio.abc import TaskStatus
 
 from mnemobus import subjects
 from mnemobus.bus.connection import Bus
-from mnemobus.bus.consumer import Delivery, DurableConsumer, DurableConsumerConfig, FetchFailed
+from mnemobus.bus.consumer import Delivery, DurableConsumer, DurableConsumerConfig, FetchFailed, FetchProtocolError
 from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.endpoint import parse_message
 from mnemobus.config import Settings
@@ -152,7 +152,10 @@ class EpisodeWorker:
     async def _fetch_or_recover(self) -> list[Delivery]:
         """The next batch; [] after a timeout or a fetch error (counted, then stream and consumer declared again)."""
         try:
-            return await self.consumer.fetch(self.cfg.batch, timeout_s=self.cfg.idle_fetch_s)
+            return self._ours(await self.consumer.fetch(self.cfg.batch, timeout_s=self.cfg.idle_fetch_s))
+        except FetchProtocolError as exc:
+            self._protocol_error("status", str(exc))
+            return []
         except FetchFailed as exc:
             self.metrics.worker_fetch_errors.labels(kind=exc.kind).inc()
             self.retry_log.warning("fetch", "fetch failed (%s); declaring stream and consumer again and "
@@ -160,6 +163,22 @@ class EpisodeWorker:
             await anyio.sleep(0.5)
             await self._declare_again()
             return []
+
+    def _ours(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """The deliveries of our consumer; anything else on the fetch inbox is a protocol error, counted and
+        dropped (it has no ack subject to settle): a stranger that names our inbox as the reply subject of a
+        request must not crash the consume loop."""
+        ours = [d for d in deliveries if d.is_ours(subjects.EPISODE_STREAM, subjects.WORKER_DURABLE)]
+        if len(ours) < len(deliveries):
+            strangers = [d.subject for d in deliveries if d not in ours]
+            self._protocol_error("not_jetstream", f"{len(strangers)} message(s) on {strangers[0]} with no ack "
+                                                  "subject of our consumer", len(strangers))
+        return ours
+
+    def _protocol_error(self, kind: str, detail: str, count: int = 1) -> None:
+        self.metrics.worker_protocol_errors.labels(kind=kind).inc(count)
+        self.retry_log.warning(f"protocol-{kind}", "dropped from the fetch inbox, not an episode delivery: %s",
+                               detail[:300])
 
     async def _work_on(self, msgs: list[Delivery], slots: anyio.Semaphore) -> None:
         try:

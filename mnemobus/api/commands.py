@@ -62,9 +62,6 @@ async def run_command(svc: MemoryService, req: SkillRequest) -> CommandReply:
     who = svc.rt.identity.resolve(req.source.platform, req.source.user_id, req.payload.meta.agent_id,
                                   req.payload.meta.system_actor, trusted=svc.trusts_claims)
     if command == "clear":
-        if not svc.trusts_claims:
-            return reply(False, "/memory clear needs a service that knows who is asking: set api.api_key (callers "
-                                "send it) or run the bus with per-role permissions (nats.permissions_enforced)")
         return await _clear(svc, who.user.id if who.user else None, args, reply)
     if not who.memory_on:
         return reply(False, f"no memory is kept for this caller ({who.reason})")
@@ -86,14 +83,21 @@ async def run_command(svc: MemoryService, req: SkillRequest) -> CommandReply:
     return reply(True, text, groups=groups, items=lines)
 
 
-async def _clear(svc: MemoryService, caller: str | None, args: list[str], reply) -> CommandReply:  # type: ignore[no-untyped-def]
+async def _clear(svc: MemoryService, claimed: str | None, args: list[str], reply) -> CommandReply:  # type: ignore[no-untyped-def]
+    """`claimed` is whom the request's source resolves to; the actor is whoever the request proved to be."""
+    from mnemobus.api.callers import current_caller, proven_actor
     from mnemobus.api.gdpr import hard_delete_user
 
-    if caller is None:
+    caller = current_caller.get()
+    if caller.owner is None and caller.bus_role and claimed is None:
         return reply(False, "/memory clear is for admins listed in users.yaml; you are not a known user")
-    target = args[0] if args else caller
     try:
-        event = await hard_delete_user(svc, target, actor=caller)
+        actor, proof = proven_actor(caller, claimed)
+    except Forbidden as exc:
+        return reply(False, f"/memory clear: {exc}")
+    target = args[0] if args else actor
+    try:
+        event = await hard_delete_user(svc, target, actor=actor, proof=proof)
     except Forbidden:
         return reply(False, "/memory clear is for admins only; ask an admin to erase memory")
     except NotFound as exc:

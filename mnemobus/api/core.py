@@ -8,10 +8,11 @@ the request: HTTP 422) and `NotFound` (HTTP 404).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid as uuidlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +57,31 @@ def message_query(messages: Sequence[Message]) -> str:
     return query_tail(text)
 
 
-def total(counts: Sequence[DeleteCounts]) -> DeleteCounts:
-    return DeleteCounts(episodes=sum(c.episodes for c in counts), entities=sum(c.entities for c in counts),
-                        facts=sum(c.facts for c in counts))
+total = DeleteCounts.total
+
+
+class GroupLocks:
+    """One lock per group, held by a group's deletion and the writes that read back what they wrote, so a write
+    racing a deletion comes entirely before or after it (it was a 500: the write's own row gone on reading back).
+    A lock lives while someone holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, group: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(group, (None, 0))
+        lock = lock or anyio.Lock()
+        self._locks[group] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            users = self._locks[group][1] - 1
+            if users:
+                self._locks[group] = (lock, users)
+            else:
+                del self._locks[group]
 
 
 @dataclass
@@ -67,6 +90,7 @@ class MemoryService:
 
     rt: "Runtime"
     config: ApiSettings
+    groups: GroupLocks = field(default_factory=GroupLocks)
 
     @classmethod
     def of(cls, rt: "Runtime", config: ApiSettings | None = None) -> "MemoryService":
@@ -216,7 +240,8 @@ class MemoryService:
         return counts
 
     async def add_entity(self, group_id: str, entity_id: str, name: str, summary: str) -> Entity:
-        return await self.rt.engine.add_entity(group_id, entity_id, name, summary)
+        async with self.groups.hold(_one_group(group_id)):
+            return await self.rt.engine.add_entity(group_id, entity_id, name, summary)
 
     async def purge_queued(self, group: GroupId | None) -> None:
         """Drop the group's episodes (and dead letters) still on the bus, so nothing deleted comes back."""
@@ -225,21 +250,29 @@ class MemoryService:
             await self.rt.bus.js.purge_stream(stream, subject=subject)
 
     async def delete_group(self, group_id: str) -> DeleteCounts:
-        """Every episode, entity, fact, link and embedding of the group, and its queued episodes.
+        """Every episode, entity, fact, link and embedding of the group, and its queued episodes."""
+        return await self.delete_groups([_one_group(group_id)])
 
-        The store goes first: when it fails (a full disk) nothing queued is lost with it. The group is deleted
+    async def delete_groups(self, groups: Sequence[GroupId]) -> DeleteCounts:
+        """The groups from the store (all or none where it can: `GraphStore.delete_groups`), and their queued
+        episodes and dead letters.
+
+        The store goes first: when it fails (a full disk) nothing queued is lost with it. The groups are deleted
         once more after the purge, for what the worker stored from the queue in between."""
-        group = _one_group(group_id)
-        first = await self.store.delete_group(group)
-        await self.purge_queued(group)
-        return total([first, await self.store.delete_group(group)])
+        async with contextlib.AsyncExitStack() as held:
+            for group in sorted(set(groups)):  # one order for every caller: two deletions never wait on each other
+                await held.enter_async_context(self.groups.hold(group))
+            first = await self.store.delete_groups(groups)
+            for group in groups:
+                await self.purge_queued(group)
+            return total([first, await self.store.delete_groups(groups)])
 
     async def delete_episode(self, episode_id: str) -> DeleteCounts:
         episode = await self.locate_episode(episode_id)
         return await self.store.delete_episode(episode.group_id, episode.id)
 
     async def clear(self) -> DeleteCounts:
-        """Graphiti's POST /clear: every group, and everything still queued."""
-        first = [await self.store.delete_group(g) for g in await self.all_groups()]
+        """Graphiti's POST /clear: every group (all or none where the store can), and everything still queued."""
+        first = await self.store.delete_groups(await self.all_groups())
         await self.purge_queued(None)
-        return total(first + [await self.store.delete_group(g) for g in await self.all_groups()])
+        return total([first, await self.store.delete_groups(await self.all_groups())])

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from mnemobus.api.core import Forbidden, MemoryService, NotFound, total
+from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.envelope import ENVELOPE_VERSION, WireModel, new_id, utcnow
 from mnemobus.groups import GroupId
 
@@ -37,6 +37,8 @@ class AuditEvent(WireModel):
     id: str = Field(default_factory=new_id)
     kind: str
     actor: str
+    proof: str = Field(default="api-key", description="how the actor was proven: `api-key` (the key's owner) or "
+                       "`bus-role` (sent by the operator role of a bus enforcing per-role permissions)")
     subject_user: str
     at: datetime = Field(default_factory=utcnow)
     groups: list[str]
@@ -53,33 +55,27 @@ def groups_of(base: list[GroupId], existing: list[GroupId]) -> list[GroupId]:
 
 
 def require_admin(svc: MemoryService, actor: str) -> None:
-    """The actor is named by the caller, so it counts only where the caller is known (`trusts_claims`)."""
-    if not svc.trusts_claims:
-        raise Forbidden("deleting a user needs a service that knows who is asking: set api.api_key (callers send "
-                        "it) or run the bus with per-role permissions (nats.permissions_enforced)")
     who = svc.rt.identity.user(actor)
     if who is None or not who.admin:
         raise Forbidden(f"{actor!r} is not an admin in users.yaml; only admins may delete a user's memory")
 
 
-async def hard_delete_user(svc: MemoryService, user_id: str, *, actor: str) -> AuditEvent:
-    """Erase everything of a known user; the caller must be an admin. Publishes and logs the audit event."""
+async def hard_delete_user(svc: MemoryService, user_id: str, *, actor: str, proof: str) -> AuditEvent:
+    """Erase everything of a known user; `actor` (proven by `proof`, see callers.proven_actor) must be an admin.
+    Publishes and logs the audit event."""
     require_admin(svc, actor)
     user = svc.rt.identity.user(user_id)
     if user is None:
         raise NotFound(f"no user {user_id!r} in users.yaml")
     groups = groups_of(svc.rt.identity.groups_of_user(user), await svc.all_groups())
-    counts = []
-    for group in groups:
-        counts.append(await svc.delete_group(group))
+    done = await svc.delete_groups(groups)  # all or nothing where the store can (SQLite): never half a user
     await svc.store.erase_residue()
-    done = total(counts)
     remaining = 0
     for group in groups:
         remaining += await svc.store.count_episodes(group) + await svc.store.count_facts(group)
-    event = AuditEvent(kind="user_deleted", actor=actor, subject_user=user_id, groups=list(groups),
+    event = AuditEvent(kind="user_deleted", actor=actor, proof=proof, subject_user=user_id, groups=list(groups),
                        episodes=done.episodes, entities=done.entities, facts=done.facts, remaining=remaining)
-    log.warning("audit: %s erased user %s: %d groups, %d episodes, %d entities, %d facts, %d remaining",
-                actor, user_id, len(groups), done.episodes, done.entities, done.facts, remaining)
+    log.warning("audit: %s (proven by %s) erased user %s: %d groups, %d episodes, %d entities, %d facts, %d remaining",
+                actor, proof, user_id, len(groups), done.episodes, done.entities, done.facts, remaining)
     await svc.rt.bus.publish(audit_subject(event.kind), event.to_wire())
     return event

@@ -10,18 +10,19 @@ docs/api.md lists every difference.
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any
 
 import anyio
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, status
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from mnemobus import __version__
-from mnemobus.api.core import MemoryService, NotFound, message_query
+from mnemobus.api.callers import WrongKey, caller_of, proven_actor
+from mnemobus.api.core import Forbidden, MemoryService, NotFound, message_query
+from mnemobus.api.gdpr import AuditEvent, hard_delete_user
 from mnemobus.api.guards import ErrorGuard, json_bytes
 from mnemobus.api.models import (
     AcceptedResult,
@@ -42,14 +43,6 @@ from mnemobus.api.models import (
 from mnemobus.graphio.page import content_security_policy, page_html
 from mnemobus.errors import EntityExists, InvalidMessage, StoreUnavailable
 from mnemobus.limits import MAX_HTTP_BODY_BYTES
-
-
-def key_matches(expected: str, authorization: str | None, x_api_key: str | None) -> bool:
-    """`Authorization: Bearer <key>` or `X-API-Key: <key>`, compared in constant time."""
-    given = x_api_key or ""
-    if authorization and authorization.lower().startswith("bearer "):
-        given = authorization[7:].strip()
-    return bool(given) and secrets.compare_digest(given.encode(), expected.encode())
 
 
 #: the graph page is private memory (never cached) that must not reach the network or be framed
@@ -75,13 +68,14 @@ Served = Annotated[MemoryService, Depends(_current_service)]
 
 def create_app(service: MemoryService) -> FastAPI:
     """The app for one service; no globals, so tests and the role each build their own."""
-    api_key = service.config.api_key.get_secret_value() if service.config.api_key else None
-
-    async def require_key(authorization: Annotated[str | None, Header()] = None,
+    async def require_key(request: Request, authorization: Annotated[str | None, Header()] = None,
                           x_api_key: Annotated[str | None, Header()] = None) -> None:
-        if api_key is not None and not key_matches(api_key, authorization, x_api_key):
+        """Who the request proved to be (the owner of its key; never a bus role: HTTP is not the bus)."""
+        try:
+            request.state.caller = caller_of(request.app.state.service.config, authorization, x_api_key)
+        except WrongKey:
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong API key",
-                                headers={"WWW-Authenticate": "Bearer"})
+                                headers={"WWW-Authenticate": "Bearer"}) from None
 
     # No Swagger/ReDoc pages: they load their scripts from a CDN, which a memory service on a
     # closed network cannot reach; /openapi.json is the contract and works offline.
@@ -108,6 +102,10 @@ def create_app(service: MemoryService) -> FastAPI:
     @app.exception_handler(NotFound)
     async def _missing(_: Request, exc: NotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(Forbidden)
+    async def _forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
 
     @app.exception_handler(EntityExists)
     async def _exists(_: Request, exc: EntityExists) -> Response:
@@ -185,6 +183,15 @@ def create_app(service: MemoryService) -> FastAPI:
         c = await service.delete_episode(uuid)
         return DeleteResult(message="Episode deleted", success=True, episodes=c.episodes, entities=c.entities,
                             facts=c.facts)
+
+    @app.delete("/user/{user_id}", response_model=AuditEvent, dependencies=guarded,
+                responses={403: {"model": ErrorDetail, "description": "the key's owner is no admin, or the key "
+                                                                         "has no owner (api.api_key)"}})
+    async def delete_user(user_id: Annotated[str, Path(min_length=1, max_length=64)], request: Request,
+                          service: Served) -> AuditEvent:
+        """mnemobus addition: erase a user (GDPR), acting as the owner of the API key (`api.keys`)."""
+        actor, proof = proven_actor(request.state.caller, None)
+        return await hard_delete_user(service, user_id, actor=actor, proof=proof)
 
     @app.post("/clear", response_model=DeleteResult, dependencies=guarded)
     async def clear(service: Served) -> DeleteResult:

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 
 from mnemobus.envelope import utcnow
 from mnemobus.groups import GROUP_ID_PATTERN, MAX_GROUP_ID_LEN, InvalidGroupId, validate_group_id
-from mnemobus.limits import MAX_QUERY_CHARS, StoredText, clip, lone_surrogate
+from mnemobus.limits import MAX_QUERY_CHARS, Moment, StoredText, clip, lone_surrogate
 from mnemobus.store.model import Entity, Episode, Fact, ScoredEpisode, ScoredFact
 
 #: what a client-given message uuid may look like: it becomes part of an idempotency key
@@ -65,7 +65,7 @@ class Message(Body):
     name: str = Field(default="", max_length=256, description="the episode's name, given back as sent")
     role_type: Literal["user", "assistant", "system"]
     role: str | None = None
-    timestamp: datetime = Field(default_factory=utcnow)
+    timestamp: Moment = Field(default_factory=utcnow)
     source_description: str = ""
 
     @field_validator("uuid")
@@ -110,7 +110,7 @@ class SearchQuery(Body):
             raise ValueError("is empty: say what to recall, as a question or keywords")
         return v
     max_facts: int = Field(default=10, ge=1, le=100, description="how many results: facts and source messages together")
-    as_of: datetime | None = Field(default=None, description="mnemobus addition: facts valid at this time (default now)")
+    as_of: Moment | None = Field(default=None, description="mnemobus addition: facts valid at this time (default now)")
     include_episodes: bool = Field(default=True, description="mnemobus addition: false returns facts alone")
 
 
@@ -270,12 +270,12 @@ class TraverseRequest(Body):
     relations: list[str] | None = None
     max_hops: int = Field(default=2, ge=1, le=6)
     limit: int = Field(default=20, ge=1, le=500)
-    as_of: datetime | None = None
+    as_of: Moment | None = None
 
 
 class AsOfRequest(Body):
     group_id: GroupIdField
-    as_of: datetime
+    as_of: Moment
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 
@@ -308,7 +308,9 @@ class EpisodesResult(BaseModel):
 
 class DeleteUserRequest(Body):
     user_id: str = Field(min_length=1, max_length=64)
-    actor: str = Field(min_length=1, max_length=64, description="the canonical id of the admin asking")
+    actor: str | None = Field(default=None, min_length=1, max_length=64, description="the canonical id of the "
+                              "admin asking: with a key of api.keys it is the key's owner (naming anyone else is "
+                              "refused); without, believed only from the operator role of an enforcing bus")
 
 
 class StatusResult(BaseModel):

@@ -29,9 +29,10 @@ from mnemobus.api import models as m
 from mnemobus.api.commands import CommandReply, run_command
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.gdpr import hard_delete_user
-from mnemobus.api.http import key_matches
+from mnemobus.api.callers import WrongKey, caller_of, current_caller, proven_actor
 from mnemobus.bus.endpoint import describe_validation_error
-from mnemobus.bus.micro import MicroService, ServiceRequest
+from mnemobus.bus.micro import MicroService, ServiceRequest, reply_subject
+from mnemobus.bus.permissions import forged_reply
 from mnemobus.envelope import SkillRequest, WireModel
 from mnemobus.errors import EntityExists, InvalidMessage, StoreUnavailable
 
@@ -132,7 +133,8 @@ def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
         return m.EntityResult.of(await svc.add_entity(q.group_id, q.uuid, q.name, q.summary))
 
     async def delete_user(q: m.DeleteUserRequest) -> BaseModel:
-        return await hard_delete_user(svc, q.user_id, actor=q.actor)
+        actor, proof = proven_actor(current_caller.get(), q.actor)
+        return await hard_delete_user(svc, q.user_id, actor=actor, proof=proof)
 
     async def health(_: m.Body) -> BaseModel:
         ok, why = await svc.health()
@@ -189,6 +191,11 @@ class NatsApi:
 
     def _handler(self, name: str, model: type[BaseModel], op: Op) -> Callable[[ServiceRequest], Awaitable[None]]:
         async def handle(req: ServiceRequest) -> None:
+            if (role := forged_reply(req.subject, reply_subject(req))) is not None:
+                self.svc.rt.metrics.messages.labels(endpoint=f"api.{name}", outcome="forged_reply").inc()
+                log.warning("not answering a %s request whose reply subject is the %s role's inbox (a role that "
+                            "cannot send it): someone else named that inbox", name, role)
+                return
             if not self.accepting:
                 await req.respond_error("503", "memory service is stopping; retry")
                 return
@@ -203,12 +210,13 @@ class NatsApi:
         return handle
 
     def _check_key(self, req: ServiceRequest) -> None:
-        key = self.svc.config.api_key
-        if key is None:
-            return
+        """Who the request proved to be, for the operation to read (`current_caller`); 401 for a wrong key."""
         headers = req.headers or {}
-        if not key_matches(key.get_secret_value(), headers.get("Authorization"), headers.get("X-API-Key")):
-            raise ApiError(401, "missing or wrong API key (send an Authorization: Bearer header)")
+        try:
+            current_caller.set(caller_of(self.svc.config, headers.get("Authorization"), headers.get("X-API-Key"),
+                                         bus_role=self.svc.rt.settings.nats.permissions_enforced))
+        except WrongKey as exc:
+            raise ApiError(401, str(exc)) from exc
 
     async def _run(self, name: str, model: type[BaseModel], op: Op, req: ServiceRequest,
                    limiter: anyio.CapacityLimiter, token: object) -> None:

@@ -20,6 +20,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mnemobus.api.core import MemoryService
 from mnemobus.api.http import create_app
 from mnemobus.api.nats_service import NatsApi
+from mnemobus.errors import ConfigError
 from mnemobus.config import ApiSettings
 from mnemobus.warming import warm_recall_indexes
 
@@ -96,10 +97,18 @@ async def start_http(tg: TaskGroup, app: Any, host: str, port: int, *, drain_tim
     return server, f"http://{bound_host if ':' not in bound_host else f'[{bound_host}]'}:{bound_port}"
 
 
+def check_key_owners(svc: MemoryService) -> None:
+    """Refuse to start with a key whose owner users.yaml does not know: its admin actions would all be 403."""
+    for i, k in enumerate(svc.config.keys):
+        if svc.rt.identity.user(k.owner) is None:
+            raise ConfigError(f"api.keys[{i}].owner: {k.owner!r} is not a user in {svc.rt.settings.identity.users_file}")
+
+
 async def run_api(rt: "Runtime", *, api: ApiSettings | None = None,
                   task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Serve until `rt.stop` is set, then drain."""
     svc = MemoryService.of(rt, api)
+    check_key_owners(svc)
     rt.extra[EXTRA_SERVICE] = svc
     warming = anyio.CancelScope()
 

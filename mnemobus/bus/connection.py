@@ -75,6 +75,8 @@ class Bus:
             disconnected_cb=on_disconnected,
             reconnected_cb=on_reconnected,
             drain_timeout=10,
+            # replies to this connection come to `_INBOX_<user>.<name>.…`, the one inbox its user may read
+            inbox_prefix=subjects.inbox_prefix(settings.user, name),
             user=settings.user,
             password=settings.password.get_secret_value() if settings.password else None,
         )

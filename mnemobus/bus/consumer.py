@@ -33,6 +33,10 @@ class FetchFailed(Exception):
         self.kind = kind
 
 
+class FetchProtocolError(Exception):
+    """The fetch inbox held a status message the pull protocol does not send: counted, then fetching goes on."""
+
+
 @dataclass(frozen=True)
 class DurableConsumerConfig:
     stream: str
@@ -62,6 +66,15 @@ class Delivery:
     @property
     def headers(self) -> dict[str, str]:
         return dict(self._msg.headers or {})
+
+    def is_ours(self, stream: str, durable: str) -> bool:
+        """A delivery of `durable` on `stream`: its reply is that consumer's `$JS.ACK` subject. Anything else on
+        the fetch inbox was put there by someone else (a reply to a request that named our inbox)."""
+        try:
+            meta = self._msg.metadata
+        except nats.errors.NotJSMessageError:
+            return False
+        return meta.stream == stream and meta.consumer == durable
 
     @property
     def attempts(self) -> int:
@@ -103,6 +116,11 @@ class DurableConsumer:
     async def open(self) -> None:
         self._sub = await self.bus.js.pull_subscribe_bind(durable=self.config.durable, stream=self.config.stream)
 
+    @property
+    def inbox(self) -> str | None:
+        """The subject fetched messages arrive on (while open): the connection's inbox, only its user may read it."""
+        return self._sub._deliver if self._sub is not None else None  # noqa: SLF001 - nats-py names it nowhere else
+
     async def close(self) -> None:
         sub, self._sub = self._sub, None
         if sub is None:
@@ -113,7 +131,8 @@ class DurableConsumer:
             log.debug("consumer subscription not closed cleanly: %s", exc)
 
     async def fetch(self, batch: int, timeout_s: float) -> list[Delivery]:
-        """Up to `batch` deliveries; [] when none came within `timeout_s`; FetchFailed when the bus is away."""
+        """Up to `batch` deliveries; [] when none came within `timeout_s`; FetchFailed when the bus is away;
+        FetchProtocolError for a status message no server sends a pull request."""
         if self._sub is None:
             raise RuntimeError("fetch() before open()")
         try:
@@ -122,6 +141,8 @@ class DurableConsumer:
             return []
         except FETCH_OUTAGES as exc:
             raise FetchFailed(type(exc).__name__) from exc
+        except nats.js.errors.APIError as exc:  # a status the pull protocol has no use for, e.g. one a stranger sent
+            raise FetchProtocolError(f"status {exc.code}: {exc.description}") from exc
         timeout = self.bus.settings.request_timeout_s
         return [Delivery(m, timeout) for m in msgs]
 

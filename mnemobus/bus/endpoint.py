@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.deadletter import DeadLetterPublisher
+from mnemobus.bus.permissions import forged_reply
 from mnemobus.bus.router import Route
 from mnemobus.envelope import ErrorReply
 from mnemobus.errors import InvalidMessage
@@ -112,6 +113,10 @@ class Endpoint:
         ctx = MessageContext(msg.subject, msg.reply or None, dict(msg.headers or {}), msg.data, self.bus)
         rejection: tuple[str, str] | None = None
         try:
+            if ctx.reply and (role := forged_reply(msg.subject, ctx.reply)) is not None:
+                ctx.reply = None  # never answered: the reply would land in the inbox of a role that did not ask
+                raise InvalidMessage("forged_reply", f"the reply subject is the {role} role's inbox, and that role "
+                                                     f"cannot send {msg.subject}")
             parsed = parse_message(self.route.model, msg.data, self.max_bytes)
             result = await self.route.handler(parsed, ctx)
             if result is not None and ctx.reply:

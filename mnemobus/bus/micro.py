@@ -21,6 +21,11 @@ ServiceRequest = Request
 Handler = Callable[[ServiceRequest], Awaitable[None]]
 
 
+def reply_subject(req: ServiceRequest) -> str:
+    """Where `req.respond` would publish (nats.micro keeps the message's reply to itself)."""
+    return req._msg.reply or ""  # noqa: SLF001
+
+
 class MicroService:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from mnemobus.bus.permissions import ROLES, generated_passwords, nats_authorization
+from mnemobus.subjects import inbox_root
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl
 from mnemobus.private_files import write_private
@@ -31,7 +32,10 @@ def write_users(out: Path, roles: list[str]) -> dict[str, str]:
     passwords = generated_passwords(roles)
     write_private(out / "authorization.conf", nats_authorization(passwords))
     for role, password in passwords.items():
-        write_private(out / f"{role}.env", f"# {ROLES[role].about}\nMNEMOBUS_NATS__USER={role}\n"
+        inbox = f"{inbox_root(role)}.>"
+        hint = (f"# replies come only to {inbox}: connect with that inbox prefix (mnemobus does; nats-py "
+                "inbox_prefix, nats CLI --inbox-prefix)\n" if inbox in ROLES[role].subscribe else "")
+        write_private(out / f"{role}.env", f"# {ROLES[role].about}\n{hint}MNEMOBUS_NATS__USER={role}\n"
                                            f"MNEMOBUS_NATS__PASSWORD={password}\n"
                                            "MNEMOBUS_NATS__PERMISSIONS_ENFORCED=true\n")
     return passwords

@@ -160,17 +160,19 @@ class MemoryEngine:
             if same_id[0].canonical_name != canonical:
                 raise EntityExists(f"entity id {entity_id!r} already names {same_id[0].name!r}", entity_id)
             return same_id[0]
+        entity = Entity(id=entity_id, group_id=group, name=shown, canonical_name=canonical, summary=summary,
+                        first_seen=now, last_seen=now)
         try:
             async with self.store.transaction() as txn:
                 known = await txn.entity_by_alias(group, canonical)
                 if known is None:
-                    await txn.insert_entity(Entity(id=entity_id, group_id=group, name=shown, canonical_name=canonical,
-                                                   summary=summary, first_seen=now, last_seen=now), vector)
+                    await txn.insert_entity(entity, vector)
         except StoreIntegrityError as exc:  # ids are global: this one names an entity of another group
             raise EntityExists(f"entity id {entity_id!r} is taken", entity_id) from exc
         if known is not None:
             raise EntityExists(f"group {group!r} already has {shown!r} as entity {known.id!r}", known.id)
-        return (await self.store.get_entities(group, [entity_id]))[0]
+        stored = await self.store.get_entities(group, [entity_id])
+        return stored[0] if stored else entity  # the group was deleted since (another process): it was created
 
 
 def build_store(settings: Settings, dim: int) -> GraphStore:

@@ -60,7 +60,10 @@ def resolve(text: str, reference: datetime, *, future: bool = False) -> datetime
         m = pattern.search(text)
         if m is None:
             continue
-        when = _resolve(kind, m, reference, future)
+        try:
+            when = _resolve(kind, m, reference, future)
+        except OverflowError:  # "yesterday" said on 1 January of year 1: a time no calendar here holds
+            when = None
         if when is not None:
             return when
     return None

@@ -40,6 +40,11 @@ class DeleteCounts:
     entities: int = 0
     facts: int = 0
 
+    @staticmethod
+    def total(counts: Sequence[DeleteCounts]) -> DeleteCounts:
+        return DeleteCounts(episodes=sum(c.episodes for c in counts), entities=sum(c.entities for c in counts),
+                            facts=sum(c.facts for c in counts))
+
 
 @dataclass(frozen=True, slots=True)
 class Hit:
@@ -231,6 +236,10 @@ class GraphStore(Protocol):
 
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
         """Remove every episode, entity, fact, link and embedding of the group."""
+
+    async def delete_groups(self, group_ids: Sequence[GroupId]) -> DeleteCounts:
+        """delete_group for each, all of them or none where the store has transactions that can hold them (a
+        user's erasure must not stop half-way: SQLite); a store that deletes in batches (Neo4j) says so."""
 
     async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
         """Remove one fact and its provenance (zero counts when absent); the facts it had superseded become valid

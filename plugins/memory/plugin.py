@@ -21,6 +21,7 @@ from mnemobus.bus.errors import NoResponders, RequestTimeout
 from mnemobus.bus.router import Router
 from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest, SkillResponse
 from mnemobus.groups import GroupId
+from mnemobus.engine.render import enriched_content
 from mnemobus.identity import Resolution
 from mnemobus.limits import clip
 from mnemobus.logthrottle import ThrottledLog
@@ -136,8 +137,8 @@ class MemoryPlugin:
         enriched = EnrichedRequest.model_validate(req.model_dump(by_alias=True))
         enriched.memory = memory
         enriched.original_content = original
-        if memory.block:
-            enriched.payload.content = f"{memory.block}\n\n{original}"
+        # the user's words under their own header, no line of them able to pass for one the system writes
+        enriched.payload.content = enriched_content(memory.block, original)
 
         response = await self._execute(ctx, enriched, agent_id)
         sent = await self._emit_episodes(ctx, req, response, who) if who.groups and response.error is None else []
@@ -213,6 +214,7 @@ class MemoryPlugin:
             )
             ready = self.gate.offer(episode)
             if ready is not None:
+                ready = _fitted(ctx, ready)
                 try:
                     ack = await ctx.bus.js_send(subjects.episode(GroupId(ready.group_id)), ready.to_wire(),
                                                 msg_id=ready.episode_id)
@@ -237,6 +239,7 @@ class MemoryPlugin:
 
     async def _publish_episode(self, ctx: PluginContext, episode: EpisodeMessage) -> None:
         """Publish, or park in the outbox: an exchange is never dropped because the stream hiccuped."""
+        episode = _fitted(ctx, episode)
         subject, data = subjects.episode(GroupId(episode.group_id)), episode.to_wire()
         for attempt in (1, 2):
             try:
@@ -280,3 +283,8 @@ def _read_executor_reply(data: bytes) -> tuple[str | None, str | None]:
         if "content" in body:
             return (None if body["content"] is None else str(body["content"])), None
     return data.decode("utf-8", "replace"), None
+
+
+def _fitted(ctx: PluginContext, episode: EpisodeMessage) -> EpisodeMessage:
+    """The episode within what the worker takes and the server carries with the headers (limits in bytes)."""
+    return episode.within(min(ctx.settings.nats.max_message_bytes, ctx.bus.max_payload - 1024))

@@ -15,13 +15,17 @@ from pydantic import SecretStr
 
 from mnemobus import subjects
 from mnemobus.api.service import EXTRA_SERVICE, EXTRA_URL, run_api
-from mnemobus.config import ApiSettings
+from mnemobus.config import ApiKey, ApiSettings
 from mnemobus.app import Runtime, open_runtime, serve
 from mnemobus.config import Settings
 
 
-#: the admin API key of the services that must know who is asking (`/memory clear`, delete-user)
+#: josh's key (an admin in users.yaml) to the services that must know who is asking (`/memory clear`, delete-user)
 ADMIN_KEY = "test-admin-key-0123456789"
+#: ana's key (no admin)
+ANA_KEY = "test-ana-key-0123456789ab"
+#: the service's shared key (`api.api_key`): lets a caller in, proves no one
+SHARED_KEY = "test-shared-key-012345678"
 
 
 @dataclass
@@ -74,8 +78,9 @@ def api_config() -> ApiSettings:
 
 
 def keyed_api_config() -> ApiSettings:
-    """A service that knows who is asking: every caller sends ADMIN_KEY."""
-    return ApiSettings(port=0, drain_timeout_s=2, api_key=SecretStr(ADMIN_KEY))
+    """A service that knows who is asking: josh's and ana's keys, and a shared key that proves no one."""
+    return ApiSettings(port=0, drain_timeout_s=2, api_key=SecretStr(SHARED_KEY),
+                       keys=[ApiKey(owner="josh", key=SecretStr(ADMIN_KEY)), ApiKey(owner="ana", key=SecretStr(ANA_KEY))])
 
 
 @pytest.fixture
@@ -85,7 +90,9 @@ async def api(settings: Settings, api_config: ApiSettings) -> AsyncIterator[Api]
             await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
             await tg.start(functools.partial(run_api, rt, api=api_config))
             async with httpx.AsyncClient(base_url=rt.extra[EXTRA_URL], timeout=10) as client:
-                key = api_config.api_key.get_secret_value() if api_config.api_key else None
+                # the caller holds the first personal key (josh's, in keyed_api_config), else the shared one
+                key = api_config.keys[0].key if api_config.keys else api_config.api_key
+                key = key.get_secret_value() if key is not None else None
                 yield Api(rt, client, key)
             rt.stop.set()
 

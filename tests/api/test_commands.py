@@ -10,7 +10,9 @@ import pytest
 from mnemobus import subjects
 from mnemobus.cli import memory as api_cli
 from mnemobus.config import ApiSettings, Settings
-from tests.api.conftest import Api, command, keyed_api_config
+from pydantic import SecretStr
+
+from tests.api.conftest import ANA_KEY, SHARED_KEY, Api, command, keyed_api_config
 
 pytestmark = pytest.mark.anyio
 
@@ -20,16 +22,17 @@ def api_config() -> ApiSettings:
     return keyed_api_config()
 
 
-def cli_settings(api: Api) -> Settings:
-    """The operator's settings: the service's address and its API key."""
-    return api.rt.settings.model_copy(update={"api": api.service.config})
+def cli_settings(api: Api, key: str | None = None) -> Settings:
+    """The operator's settings: the service's address and the key the operator sends (josh's unless given)."""
+    return api.rt.settings.model_copy(update={"api": ApiSettings(api_key=SecretStr(key or api.key))})
 
 JOSH, ANA = "user_josh", "user_ana"
 
 
-async def ask(api: Api, content: str, user: str = "111") -> dict:
+async def ask(api: Api, content: str, user: str = "111", key: str | None = None) -> dict:
+    """A command from `user`'s chat identity, sent with `key` (josh's unless given)."""
     msg = await api.rt.bus.request(subjects.api("command"), command(content, user=user).to_wire(), 5,
-                                   headers=api.auth)
+                                   headers={"Authorization": f"Bearer {key}"} if key else api.auth)
     return json.loads(msg.data)
 
 
@@ -55,14 +58,23 @@ async def test_search_finds_only_in_the_callers_groups(api: Api) -> None:
 
 async def test_clear_by_a_non_admin_is_refused_and_erases_nothing(api: Api) -> None:
     await api.say(ANA, "I work at Globex.")
-    reply = await ask(api, "/memory clear", user="222")
+    reply = await ask(api, "/memory clear", user="222", key=ANA_KEY)
     assert not reply["ok"] and "admins only" in reply["text"]
     assert await api.store.count_facts(ANA) == 1
 
 
-async def test_clear_by_an_unknown_caller_is_refused(api: Api) -> None:
-    reply = await ask(api, "/memory clear ana", user="333")
-    assert not reply["ok"] and "not a known user" in reply["text"]
+async def test_clear_with_the_shared_key_is_refused_since_it_proves_no_one(api: Api) -> None:
+    await api.say(ANA, "I work at Globex.")
+    reply = await ask(api, "/memory clear ana", key=SHARED_KEY)
+    assert not reply["ok"] and "needs a key of its own" in reply["text"]
+    assert await api.store.count_facts(ANA) == 1
+
+
+async def test_clear_as_someone_else_than_the_keys_owner_is_refused(api: Api) -> None:
+    await api.say(JOSH, "I work at Acme.")
+    reply = await ask(api, "/memory clear josh", user="111", key=ANA_KEY)  # ana's key, josh's chat identity
+    assert not reply["ok"] and "owner of the API key" in reply["text"] and "'ana'" in reply["text"]
+    assert await api.store.count_facts(JOSH) == 1
 
 
 async def test_clear_by_an_admin_erases_the_named_user(api: Api) -> None:
@@ -110,5 +122,5 @@ async def test_cli_memory_show_prints_the_users_facts(api: Api, capsys: pytest.C
 async def test_cli_memory_clear_by_a_non_admin_exits_1_with_the_reason(api: Api,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     args = api_cli.standalone_parser().parse_args(["memory", "clear", "josh", "--user", "ana"])
-    code = await anyio.to_thread.run_sync(args.handler, cli_settings(api), args)
+    code = await anyio.to_thread.run_sync(args.handler, cli_settings(api, ANA_KEY), args)
     assert code == 1 and "admins only" in capsys.readouterr().err

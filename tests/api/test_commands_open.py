@@ -33,7 +33,7 @@ async def test_a_listed_platform_identity_still_maps_to_its_user(api: Api) -> No
 async def test_clear_on_a_service_that_cannot_tell_who_asks_is_refused_and_erases_nothing(api: Api) -> None:
     await api.say("user_ana", "I work at Globex.")
     reply = await ask(api, "/memory clear ana", user="111", platform="discord")
-    assert not reply["ok"] and "api.api_key" in reply["text"]
+    assert not reply["ok"] and "api.keys" in reply["text"]
     assert await api.store.count_episodes("user_ana") == 1
 
 
@@ -41,5 +41,5 @@ async def test_delete_user_on_an_open_service_is_403_whatever_actor_it_names(api
     await api.say("user_ana", "I work at Globex.")
     _, headers = await api.nats("delete-user", {"user_id": "ana", "actor": "josh"})
     assert headers["Nats-Service-Error-Code"] == "403"
-    assert "api.api_key" in headers["Nats-Service-Error"]
+    assert "api.keys" in headers["Nats-Service-Error"]
     assert await api.store.count_episodes("user_ana") == 1

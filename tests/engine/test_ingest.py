@@ -97,3 +97,14 @@ async def test_failed_episode_leaves_no_partial_rows(engine: MemoryEngine, monke
         await engine.ingest(make_episode(G, "I live in Paris."))
     counts = (await engine.store.count_episodes(), await engine.store.count_facts())
     assert counts == (0, 0) and await engine.search_entities(G, "paris") == []
+
+
+@pytest.mark.parametrize("said_at", ["0001-01-01T00:00:00+00:00", "9999-12-31T23:59:59+00:00"],
+                         ids=["first-day-of-year-1", "last-second-of-year-9999"])
+async def test_a_relative_time_that_leaves_the_calendar_is_no_time_not_a_failure(engine: MemoryEngine,
+                                                                                 said_at: str) -> None:
+    from datetime import datetime
+
+    ep = make_episode(G, "Yesterday I moved to Berlin. Next week I start at Acme.", at=datetime.fromisoformat(said_at))
+    outcome = await engine.ingest(ep)
+    assert outcome.created and await engine.store.count_episodes(G) == 1

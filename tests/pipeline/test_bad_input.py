@@ -177,3 +177,29 @@ async def test_a_dead_letter_the_stream_refuses_is_counted_and_the_requester_sti
     assert sample("mnemobus_dead_letter_errors_total", {"reason": "malformed_json"}) == 1
     assert sample("mnemobus_dead_letters_total", {"reason": "malformed_json"}) == 1  # only the one kept
     await _still_serving(pipeline)
+
+
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+async def test_a_request_time_outside_the_calendar_once_in_utc_is_refused_at_the_door(pipeline, when):
+    body = request("I live in Oslo").model_dump(by_alias=True, mode="json")
+    body["timestamp"] = when
+    reply = await _raw(pipeline, json.dumps(body).encode())
+    assert reply["reason"] == "schema_error" and "timestamp" in reply["error"]
+    assert "outside years 1 to 9999 once in UTC" in reply["error"]
+    assert (await dead_letters(pipeline, subjects.UNROUTED_GROUP))[0].letter.reason == "schema_error"
+    assert await pipeline.engine.store.count_episodes("user_josh") == 0
+
+
+async def test_four_byte_characters_are_counted_in_bytes_so_the_exchange_is_stored_not_dead_lettered(pipeline,
+                                                                                                      monkeypatch):
+    from mnemobus.limits import TRUNCATION_MARK
+    from plugins.memory import plugin as plugin_module
+
+    said = "\U0001F600" * 16_000  # 64,000 bytes: within the characters allowed, and the request fits the bus
+    monkeypatch.setattr(plugin_module, "_read_executor_reply", lambda _data: (said, None))
+    await ask(pipeline, request(said))
+    assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
+    [episode] = await pipeline.engine.store.episodes("user_josh", 1)
+    assert episode.content == said
+    assert episode.response.endswith(TRUNCATION_MARK) and len(episode.response.encode()) < 4_000
+    assert pipeline.metrics.episodes_dead_lettered.labels(reason="payload_too_large")._value.get() == 0

@@ -111,3 +111,32 @@ async def test_an_episode_id_reused_in_another_group_is_dead_lettered_never_acke
     assert letter.letter.reason == "episode_id_conflict" and GROUP in letter.letter.error
     assert await pipeline.engine.store.count_episodes("user_other") == 0
     assert pipeline.metrics.episodes_stored.labels(created="false")._value.get() == 0
+
+
+async def _counted(read, n: int, timeout: float = 15) -> float:  # type: ignore[no-untyped-def]
+    with anyio.move_on_after(timeout):
+        while read() < n:
+            await anyio.sleep(0.02)
+    return read()
+
+
+async def test_a_message_on_the_workers_fetch_inbox_that_is_no_delivery_is_counted_and_the_worker_lives_on(pipeline):
+    rt = pipeline
+    with anyio.fail_after(10):
+        while rt.worker.consumer.inbox is None:
+            await anyio.sleep(0.02)
+    inbox = rt.worker.consumer.inbox
+    for i in range(20):  # what a stranger's reply addressed to the worker's inbox looks like: no $JS.ACK reply
+        await rt.bus.publish(inbox, _json({"status": "healthy", "n": i}))
+    await rt.bus.flush()
+    errors = rt.metrics.worker_protocol_errors
+    not_js = await _counted(errors.labels(kind="not_jetstream")._value.get, 20)
+    with anyio.fail_after(15):  # a status no pull request is answered with, arriving while a fetch waits (one that
+        while errors.labels(kind="status")._value.get() < 1:  # was queued before the fetch is skipped by nats-py)
+            await rt.bus.publish(inbox, b"", headers={"Status": "400", "Description": "Forged"})
+            await anyio.sleep(0.05)
+    await rt.bus.js_publish(subjects.episode(GROUP), _json(_episode(1)))
+    stored = await wait_for_episodes(rt, GROUP, 1)
+    assert not_js == 20
+    assert stored == 1
+    assert rt.worker.restarts == 0 and rt.metrics.worker_restarts._value.get() == 0

@@ -479,6 +479,15 @@ async def test_delete_group_leaves_other_groups_alone(store: GraphStore, group: 
     assert (await store.count_facts(other_group), await store.count_episodes(other_group)) == (4, 1)
 
 
+async def test_delete_groups_removes_every_group_named_and_reports_their_counts(
+        store: GraphStore, group: GroupId, other_group: GroupId) -> None:
+    await alice_graph(store, group)
+    await alice_graph(store, other_group)
+    counts = await store.delete_groups([group, other_group])
+    assert (counts.episodes, counts.entities, counts.facts) == (2, 10, 8)
+    assert [await store.count_facts(g) + await store.count_episodes(g) for g in (group, other_group)] == [0, 0]
+
+
 async def test_delete_episode_removes_what_only_it_supported_and_revives_what_it_superseded(
     store: GraphStore, group: GroupId
 ) -> None:

@@ -517,6 +517,11 @@ class Neo4jStore(CoalescedReads):
         """Nothing a client can do: deleted records stay in Neo4j's store files and transaction logs until the
         server reuses the space or rotates the logs (db.checkpoint is Enterprise-only). docs/api.md says so."""
 
+    async def delete_groups(self, group_ids: Sequence[GroupId]) -> DeleteCounts:
+        """Group after group, not all or nothing: one group may already take several transactions (see
+        delete_group); a failure part-way leaves the groups not yet reached, and calling again finishes the job."""
+        return DeleteCounts.total([await self.delete_group(g) for g in group_ids])
+
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
         """Remove the group in transactions of at most DELETE_BATCH rows of a kind.
 

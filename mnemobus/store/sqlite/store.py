@@ -313,28 +313,19 @@ class SqliteStore:
         return await self._read(q)
 
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
-        tok = group_token(group_id)
+        return await self.delete_groups([group_id])
+
+    async def delete_groups(self, group_ids: Sequence[GroupId]) -> DeleteCounts:
+        """Every group in one transaction: a failure (a full disk) part-way leaves all of them as they were."""
 
         def work() -> DeleteCounts:
             with immediate(self._writer_conn()) as c:
-                c.execute(
-                    "DELETE FROM fact_sources WHERE fact_id IN (SELECT id FROM facts WHERE group_id = ?)", (group_id,)
-                )
-                c.execute(
-                    "DELETE FROM episode_entities WHERE episode_id IN (SELECT id FROM episodes WHERE group_id = ?)",
-                    (group_id,),
-                )
-                c.execute("DELETE FROM aliases WHERE group_id = ?", (group_id,))
-                for fts in ("facts_fts", "entities_fts", "episodes_fts"):
-                    c.execute(f"DELETE FROM {fts} WHERE gtok MATCH ?", (tok,))
-                facts = c.execute("DELETE FROM facts WHERE group_id = ?", (group_id,)).rowcount
-                entities = c.execute("DELETE FROM entities WHERE group_id = ?", (group_id,)).rowcount
-                episodes = c.execute("DELETE FROM episodes WHERE group_id = ?", (group_id,)).rowcount
-            return DeleteCounts(episodes=episodes, entities=entities, facts=facts)
+                return DeleteCounts.total([_delete_group_rows(c, g) for g in group_ids])
 
         async with self._write_lock:
             counts = await self._run(work)
-        self.vectors.drop_group(group_id)
+        for group_id in group_ids:
+            self.vectors.drop_group(group_id)
         return counts
 
     async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
@@ -774,3 +765,18 @@ def _complete(coro: Awaitable[T]) -> T:
         return done.value  # type: ignore[no-any-return]
     coro.close()
     raise RuntimeError("a one-hop work (run_reads or run_transactions) awaited something that suspends")
+
+
+def _delete_group_rows(c: sqlite3.Connection, group_id: GroupId) -> DeleteCounts:
+    """One group's rows, inside the caller's transaction."""
+    c.execute("DELETE FROM fact_sources WHERE fact_id IN (SELECT id FROM facts WHERE group_id = ?)", (group_id,))
+    c.execute("DELETE FROM episode_entities WHERE episode_id IN (SELECT id FROM episodes WHERE group_id = ?)",
+              (group_id,))
+    c.execute("DELETE FROM aliases WHERE group_id = ?", (group_id,))
+    tok = group_token(group_id)
+    for fts in ("facts_fts", "entities_fts", "episodes_fts"):
+        c.execute(f"DELETE FROM {fts} WHERE gtok MATCH ?", (tok,))
+    facts = c.execute("DELETE FROM facts WHERE group_id = ?", (group_id,)).rowcount
+    entities = c.execute("DELETE FROM entities WHERE group_id = ?", (group_id,)).rowcount
+    episodes = c.execute("DELETE FROM episodes WHERE group_id = ?", (group_id,)).rowcount
+    return DeleteCounts(episodes=episodes, entities=entities, facts=facts)
