@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+from urllib.parse import urlsplit
+
 import anyio
 
 from mnemobus.config import Settings
+from mnemobus.redact import mask_urls
+
+
+async def _unreachable(url: str, timeout_s: float) -> str | None:
+    """Why no server of a configured NATS URL answers a TCP connect, or None when one does. The client itself
+    retries a refused first connect until its deadline (30 s of silence, then a bare TimeoutError): a newcomer
+    with a wrong port should hear so at once, and what was refused."""
+    errors = []
+    for one in url.split(","):
+        parts = urlsplit(one.strip() if "://" in one else f"nats://{one.strip()}")
+        try:
+            with anyio.fail_after(timeout_s):
+                stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1", parts.port or 4222)
+            await stream.aclose()
+            return None
+        except (OSError, TimeoutError) as exc:
+            cause = exc.__cause__ or exc
+            said = os.strerror(cause.errno) if isinstance(cause, OSError) and cause.errno else str(cause)
+            errors.append(f"{parts.hostname}:{parts.port or 4222}: {said or type(exc).__name__}")
+    return "; ".join(errors)
 
 
 async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None]) -> int:
@@ -16,6 +39,11 @@ async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None])
 
     failures = 0
     say("config: ok")
+    if settings.nats.url and (why := await _unreachable(settings.nats.url, max(settings.nats.connect_timeout_s, 0.5))):
+        say(f"nats: FAILED: no server answers at {mask_urls(settings.nats.url)} ({why}); "
+            "is nats-server running there, and is nats.url (MNEMOBUS_NATS__URL) right?")
+        say("doctor: 1 check(s) failed")
+        return 1
     try:
         with anyio.fail_after(30):
             async with open_runtime(settings, need_engine=True) as rt:
@@ -32,7 +60,7 @@ async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None])
                     failures += await _smoke(rt, say)
     except Exception as exc:
         failures += 1
-        say(f"nats/store: FAILED: {type(exc).__name__}: {exc}")
+        say(f"nats/store: FAILED: {type(exc).__name__}: {exc or 'no answer within 30 s'}")
     say("doctor: all checks passed" if not failures else f"doctor: {failures} check(s) failed")
     return 0 if not failures else 1
 

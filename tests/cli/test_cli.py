@@ -69,6 +69,15 @@ def test_doctor_reports_an_unreachable_nats_server(tmp_path):
     assert proc.returncode == 1 and "FAILED" in proc.stdout
 
 
+def test_doctor_names_the_address_nobody_answers_at_before_trying_to_connect(tmp_path):
+    proc = _mnemobus("doctor", env=_env(tmp_path, MNEMOBUS_NATS__URL="nats://ops:hunter22@127.0.0.1:1",
+                                        MNEMOBUS_NATS__CONNECT_TIMEOUT_S="0.5"), timeout=60)
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("nats: FAILED")]
+    assert proc.returncode == 1 and failed, proc.stdout
+    assert "127.0.0.1:1" in failed[0] and "refused" in failed[0].lower()
+    assert "hunter22" not in proc.stdout + proc.stderr
+
+
 def test_sigterm_stops_a_serving_process_cleanly(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "mnemobus.cli", "run", "--demo"], cwd=ROOT, env=_env(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
