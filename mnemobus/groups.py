@@ -23,7 +23,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 #: the same rule for JSON Schema / OpenAPI (pydantic's regex engine has no trailing-newline '$' quirk)
 GROUP_ID_PATTERN = r"^[A-Za-z0-9-][A-Za-z0-9_-]*$"
 #: ids starting with it are the system's own groups, never a caller's: the dead letters no group could be read
-#: from (`_unrouted`: deleting that group would purge them all) and the warm-up recall (`_warmup`)
+#: from (`_unrouted`: deleting that group would purge them all) and any the system may need later
 RESERVED_PREFIX = "_"
 
 

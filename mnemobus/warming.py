@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import time
 
+import anyio
+
 from mnemobus.engine import MemoryEngine
 from mnemobus.groups import GroupId
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.store.contract import Warming
-from mnemobus.store.model import RecallQuery
 
 log = logging.getLogger("mnemobus.warming")
 
@@ -44,6 +45,10 @@ async def warm_engine(engine: MemoryEngine) -> None:
     """Load the embedder (building the static table the first time, with progress in the log) and open the store
     before the first request pays for it. A failure is logged: a cold first request is better than no start."""
     try:
-        await engine.recall(RecallQuery(text="warm up", group_ids=(GroupId("_warmup"),)))
+        # the embedder and the store themselves, not a recall: a recall needs a group, and every group id a recall
+        # accepts could be somebody's (ids starting with '_' are refused at every door, issue 34)
+        if engine.embedder is not None:
+            await anyio.to_thread.run_sync(engine.embedder.embed, ["warm up"])
+        await engine.store.ping()
     except Exception as exc:  # noqa: BLE001
         log.warning("engine warm-up failed: %s", exc)

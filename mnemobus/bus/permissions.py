@@ -86,18 +86,19 @@ _STREAM_INFO = _js(f"STREAM.INFO.{_EPISODE_STREAM}", f"STREAM.INFO.{_DLQ_STREAM}
 ROLES: dict[str, Permissions] = {
     "plugin": Permissions(
         publish=(f"{subjects.SKILL_EXECUTE_PREFIX}.>", f"{subjects.SKILL_RESPONSE_PREFIX}.>", _EPISODES, _DLQ,
-                 *_DECLARE),
+                 *_DECLARE, *_HEARTBEAT_READ),
         subscribe=(subjects.SKILL_REQUEST, _inbox("plugin")), responds=True,
         about="enriches agent.skill.request, calls the executor, emits episodes"),
     "worker": Permissions(
-        publish=(_DLQ, f"{subjects.HEARTBEAT_PREFIX}.>", *_DECLARE, *_WORKER_CONSUMER, *_HEARTBEAT_WRITE),
+        publish=(_DLQ, f"{subjects.HEARTBEAT_PREFIX}.>", *_DECLARE, *_WORKER_CONSUMER, *_HEARTBEAT_WRITE,
+                 *_HEARTBEAT_READ),
         subscribe=(_inbox("worker"),),
         about="stores episodes from its durable consumer; dead letters, heartbeats"),
     "api": Permissions(
-        publish=(_EPISODES, _DLQ, "memory.audit.>", *_DECLARE,
+        publish=(_EPISODES, _DLQ, "memory.audit.>", *_DECLARE, *_HEARTBEAT_READ,
                  *_js(f"STREAM.PURGE.{_EPISODE_STREAM}", f"STREAM.PURGE.{_DLQ_STREAM}")),
         subscribe=(_API, "$SRV.>", _inbox("api")), responds=True,
-        about="the memory service: memory.api.* and its $SRV discovery; POST /messages emits episodes"),
+        about="the memory service: memory.api.* and its $SRV discovery; POST /messages emits episodes; reads the heartbeat bucket to check its store is the workers' (issue 41)"),
     "worldstate": Permissions(
         publish=(f"{subjects.GOAL_PREFIX}.>", _EPISODES, *_DECLARE, *_STREAM_INFO, *_HEARTBEAT_READ),
         subscribe=(f"{subjects.HEARTBEAT_PREFIX}.>", _inbox("worldstate")),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import anyio
+
 import pytest
 
 from mnemobus import subjects
