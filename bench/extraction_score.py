@@ -1,9 +1,9 @@
 """Scoring extracted facts against the labelled set (bench/extraction_set): parsing, lenient matching, figures.
 
 Pure functions (unit-tested in tests/bench/test_extraction_score.py), so the bench and its tests agree on what a
-match is. A fact matches a gold fact when the subjects match, the relations mean the same (one synonym class
-below, or one relation the inverse of the other: "Anna sister_of Maya" is "Maya has_sister Anna") and the
-objects match. Names match leniently: case, articles and possessives aside, equal or one's words all inside the
+match is. A fact matches a gold fact when the subjects match, the relations mean the same (one canonical relation of
+the product's table, mnemobus/engine/relations.py, read the way round it stores them; or one synonym class below,
+or one relation the inverse of the other: "Anna sister_of Maya" is "Maya has_sister Anna") and the objects match. Names match leniently: case, articles and possessives aside, equal or one's words all inside the
 other's ("green tea" / "tea", "TU Berlin" / "Berlin" do not both hold: the shorter must be a whole-word part).
 """
 
@@ -106,7 +106,21 @@ def parse_triple(text: str) -> Triple:
     return Triple(parts[0], parts[1], parts[2], since.strip() or None)
 
 
+def _as_stored(t: Triple) -> tuple[str, str, str, bool]:
+    """The triple under the product's relation table (what ingest stores): subject, relation, object, symmetric."""
+    from mnemobus.engine.relations import canonical, symmetric
+
+    name, turned = canonical(t.relation, t.object)
+    s, o = (t.object, t.subject) if turned else (t.subject, t.object)
+    return s, name, o, symmetric(name)
+
+
 def facts_match(got: Triple, want: Triple) -> bool:
+    gs, grel, go, sym = _as_stored(got)
+    ws, wrel, wo, _ = _as_stored(want)
+    if grel == wrel and ((names_match(gs, ws) and names_match(go, wo)) or (
+            sym and names_match(gs, wo) and names_match(go, ws))):
+        return True
     gkey, gback = relation_key(got.relation)
     wkey, wback = relation_key(want.relation)
     if gkey != wkey:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from mnemobus.engine import extract_lexicon as lex
+from mnemobus.engine import relations as rel
 from mnemobus.engine.extract import (
     UNTYPED, ExtractedEnding, ExtractedFact, Extraction, Speaker, entities_of, episode_speaker, speaker_lines,
 )
@@ -312,19 +313,93 @@ class _Reader:
                                         valid_from=when))
 
     def end(self, subject: _Name, relation: str, obj: _Name | None, cause: str, when: datetime | None = None,
-            past: bool = False) -> None:
-        """End what the subject's relation holds (the named object, or any); `past` also records it as history."""
+            past: bool = False, others: tuple[str, ...] = ()) -> None:
+        """End what the subject's relation holds (the named object, or any); `past` also records it as history;
+        `others`: further relations it may end, whichever holds (the object's kind then stays open)."""
         fact = past_sentence(subject.text, relation, obj.text) if past and obj is not None else ""
-        otype = UNTYPED if obj is None else _OBJECT_TYPES.get(relation, obj.type)
+        otype = UNTYPED if obj is None or others else _OBJECT_TYPES.get(relation, obj.type)
         self.endings.append(ExtractedEnding(subject.text, relation, obj.text if obj else None, cause, fact,
-                                            subject.type, otype, _EDGES.get(relation, "semantic"), when))
+                                            subject.type, otype, _EDGES.get(relation, "semantic"), when,
+                                            others))
+
+    def table_ending(self, verb: Token, subj_tok: Token, subject: _Name) -> bool:
+        """A verb of the relation table's enders ("divorced", "broke up with", "left", "retired", "took me off",
+        "passed away", "sold"): the facts it ends, whichever relation held them. A gerund after it ("stopped
+        drinking coffee") is read by `ender`; a question, a wish, a denial or a plan ends nothing."""
+        lemma = verb.lemma_.lower()
+        particle = next((c.lower_ for c in verb.children if c.dep_ == "prt"), None) or next(
+            (c.lower_ for c in verb.children if c.dep_ == "prep" and c.lower_ == "off"), None)  # "took me off X"
+        row = (rel.ender(f"{lemma} {particle}") if particle else None) or rel.ender(lemma)
+        if row is None or any(c.dep_ in ("xcomp", "dobj", "ccomp") and c.tag_ == "VBG" for c in verb.children):
+            return False
+        if self.conditional(verb) or self.negated(verb) or self.future(verb):
+            return True
+        when = self.when(verb, False)
+        first, *others = row.ends
+        direct = self.objects(verb)
+        targets: list[_Name] = []
+        job = False
+        if (other := self.together(verb, subj_tok)) is not None:
+            # "Stefan and I divorced": the two of them, said from the speaker's end
+            targets = [n for n in (self.name(other),) if n is not None and not n.speaker]
+            targets = [_Name(self.compound(other), "person") if other.text[:1].isupper() else n for n in targets]
+            subject = self.me
+        elif row.turned:  # "my dog Rex passed away": the speaker's fact about Rex ends
+            if subject.speaker:
+                return True
+            targets, subject = [subject], self.me
+        else:
+            if any(o.lower_ in _FIRST_PERSON for o in direct):  # "the doctor took me off statins"
+                subject = self.me
+            objects = [o for o in direct if o.lower_ not in _FIRST_PERSON]
+            objects += [o for _, o in self.pobjs(verb, ("with", "from", "at", "off", "of", "out of", "away from"))]
+            for o in objects:
+                if o.lemma_.lower() in ("job", "position", "role", "work"):  # "I left my job (at X)"
+                    job = True
+                    objects += [x for _, x in self.pobjs(o, ("at", "with", "for"))]
+                    continue
+                # "the flat on Elm Road" is Elm Road; a bare "the flat" names no stored home
+                o = next((x for _, x in self.pobjs(o, ("on", "in")) if x.pos_ == "PROPN"), o)
+                n = self.name(o)
+                if n is not None and not n.speaker and o.ent_type_ not in ("DATE", "TIME"):
+                    targets.append(n)
+            if lemma in _ENDERS and not job and not any(t.type == "organization" or t.text[:1].isupper()
+                                                         for t in targets):
+                return False  # "I quit smoking", "gave up dairy": a habit, read by `ender`
+        for target in targets:
+            self.end(subject, first, target, lemma, when, others=tuple(others))
+        if row.becomes is not None:
+            self.add(subject, "is", _Name(row.becomes, "concept"), when)
+        if not targets and (row.bare or job):
+            self.end(subject, first, None, lemma, when, others=tuple(others) if row.bare else ("works_as",))
+        return bool(targets) or row.bare or job
+
+    def together(self, verb: Token, subj_tok: Token) -> Token | None:
+        """"Stefan and I split up", "Ines and I broke up": the one the speaker did it with, however it parsed."""
+        if subj_tok is verb:
+            return None
+        if subj_tok.lower_ not in _FIRST_PERSON:
+            return subj_tok if any(c.lower_ in _FIRST_PERSON for c in subj_tok.conjuncts) else None
+        if (other := next((c for c in subj_tok.conjuncts if c.lower_ not in _FIRST_PERSON), None)) is not None:
+            return other  # "Me and Ola split up"
+        return next((c for c in verb.children if c.i < subj_tok.i and c.dep_ in ("npadvmod", "nsubj", "nsubjpass")
+                     and any(x.dep_ == "cc" and x.lower_ == "and" for x in c.children)), None)
 
     def np_facts(self, tok: Token) -> None:
-        """Facts a noun phrase states by itself: "my sister Anna" (Anna sister_of speaker), "my dog Rex"."""
+        """Facts a noun phrase states by itself: "my sister Anna" (Anna sister_of speaker), "my dog Rex", "my last
+        day at X" (the table's phrase that ends a job or a course there, on the day the sentence names)."""
         if not self.mine(tok):
             return
         role = self.kin_role(tok)
         lemma = tok.lemma_.lower()
+        if (row := rel.ender(" ".join([*(c.lower_ for c in tok.lefts if c.dep_ == "amod"), lemma]))) is not None:
+            if not self.conditional(tok.head if tok.dep_ != "ROOT" else tok):
+                when = resolve(tok.sent.text, self.reference, future=tok.head.tag_ != "VBD")
+                for _, o in self.pobjs(tok, ("at", "with", "for")):
+                    n = self.name(o)
+                    if n is not None and not n.speaker:
+                        self.end(self.me, row.ends[0], n, "last day", when, others=row.ends[1:])
+            return
         if role is not None:
             named = self.appos_name(tok) or self.called(tok)
             if named is not None:
@@ -360,9 +435,19 @@ class _Reader:
             if subj is None and self.unsaid_i(tok):  # "Started hitting the gym last week", "Been to Rome once"
                 self.clause(tok, tok, self.me)
                 continue
+            aux_be = next((c for c in tok.children if c.dep_ in ("aux", "auxpass") and c.lemma_.lower() == "be"), None)
+            if tok.pos_ == "ADJ" and tok.dep_ == "ROOT" and aux_be is not None and (subj := subj or next(
+                    (c for c in aux_be.children if c.dep_ == "nsubj"), None)) is not None:
+                # "I'm not vegetarian any more": the adjective parsed as the root
+                if (subject := self.name(subj)) is not None and self.about_someone(subj, subject):
+                    self.copula_part(tok, subj, subject, tok, self.negated(tok), self.no_longer(tok),
+                                     self.when(tok, False))
+                continue
             if subj is None or tok.pos_ not in ("VERB", "AUX"):
                 continue
             if self.valued(tok, subj):
+                continue
+            if self.together(tok, subj) is not None and self.table_ending(tok, subj, self.me):
                 continue
             subject = self.name(subj)
             if subject is None or not (self.about_someone(subj, subject) or self.about_mine(tok, subj)):
@@ -477,6 +562,8 @@ class _Reader:
         lemma = verb.lemma_.lower()
         if lemma in ("be", "become") or (verb.pos_ == "AUX" and lemma in ("be", "'s", "'m", "'re")):
             self.copula(verb, subject)
+            return
+        if self.table_ending(verb, subj_tok, subject):
             return
         if lemma in ("move", "break", "split") and self.parting(verb, subject):
             return
@@ -738,6 +825,10 @@ class _Reader:
         lemma = verb.lemma_.lower()
         when = self.when(verb, False)
         inner = next((c for c in verb.children if c.dep_ in ("xcomp", "dobj", "ccomp") and c.tag_ == "VBG"), None)
+        if inner is not None and inner.lemma_.lower() == "be":  # "I gave up being vegan": the state ends
+            for a in (c for c in inner.children if c.dep_ in ("attr", "acomp")):
+                self.end(subject, "is", _Name(self.state(a) or self.job_phrase(a), "concept"), lemma, when)
+            return True
         if inner is not None and lemma != "sell":
             rels = self.relations(inner, subject)
             if not rels:
@@ -1047,7 +1138,7 @@ class _Reader:
                 self.add(replace(obj, type="person"), f"{role}_of", self.me, when)
                 self.last_person = replace(obj, type="person")
                 return
-        if a.dep_ == "acomp" or a.pos_ == "ADJ":
+        if a.dep_ == "acomp" or a.pos_ == "ADJ" or self.state(a) is not None:
             preps = [(p.lower_, o) for p in a.children if p.dep_ == "prep" for o in p.children if o.dep_ == "pobj"]
             for prep, o in preps:
                 relation = lex.ADJ_RELATIONS.get((word, prep))
@@ -1064,10 +1155,9 @@ class _Reader:
                 if state == "divorced" and not negated:
                     self.end(subject, "is_married_to", None, "divorced", when)
                     return
-                if negated or ended or past:
-                    if ended or past:
-                        self.end(subject, "is", _Name(state, "concept"), "no longer" if ended else "past tense",
-                                 past=past)
+                if negated or ended or past:  # "I'm not vegan (any more)": a denial ends, never confirms
+                    self.end(subject, "is", _Name(state, "concept"), "past tense" if past else "no longer"
+                             if ended else "not", past=past)
                     return
                 self.add(subject, "is", _Name(state, "concept"), when)
             elif a.ent_type_ == "NORP" and not negated:
@@ -1105,7 +1195,9 @@ class _Reader:
             return
         if word in lex.IDENTITIES and subject.speaker and not past:  # "I'm a transgender woman", "a single parent"
             phrase = self.job_phrase(a)
-            if phrase not in ("man", "woman"):  # "I'm a lucky man" says nothing of who he is
+            if phrase not in ("man", "woman") and ended:
+                self.end(subject, "is", _Name(phrase, "concept"), "no longer")
+            elif phrase not in ("man", "woman"):  # "I'm a lucky man" says nothing of who he is
                 self.add(subject, "is", _Name(phrase, "concept"), when)
 
     def state(self, a: Token) -> str | None:
@@ -1207,7 +1299,10 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]]) -> Ext
         if not reader.facts and not reader.endings and not changes:
             facts.extend(fallback_facts(doc, said_by, episode.reference_time))
     seen: dict[tuple[str, str, str], ExtractedFact] = {}
+    ended = {(e.subject.lower(), r, (e.object or "").lower()) for e in endings for r in (e.relation, *e.relations)}
     for f in facts:
+        if (f.subject.lower(), f.relation, f.object.lower()) in ended:  # "my dog Rex passed away": no longer held
+            continue
         seen.setdefault((f.subject.lower(), f.relation, f.object.lower()), f)
     unique = tuple(seen.values())
     ends = tuple(dict.fromkeys(endings))
