@@ -60,7 +60,7 @@ _EVENT_PREPS = ("to", "at", "for", "in", "with", "on", "into", "from", "about")
 # verbs too light to say what someone habitually does or aims at ("I make sure", "I keep it up", "I use it")
 _LIGHT = frozenset("""be have do make keep put take give use find show share send bring set let go come get try check
 reach spend cause turn run lose win hold face handle deal push tackle accept""".split())
-# "I chose to go to networking events", "I had to shut down my account": the lead verb tells when it was done
+# "I chose to join a choir", "I had to close the shop": the lead verb tells when it was done
 _LEADS = frozenset({"choose", "manage", "have", "need", "get", "decide", "arrange", "volunteer", "agree"})
 
 
@@ -115,7 +115,7 @@ def sentence(subject: str, relation: str, obj: str) -> str:
 
 
 def past_sentence(subject: str, relation: str, obj: str) -> str:
-    """A fact that held before: "Sofia used to live in Madrid"."""
+    """A fact that held before: "Sofia used to live in Bilbao"."""
     if relation.endswith("_of") and relation not in ("member_of", "afraid_of"):
         return f"{subject} was {obj}'s {relation.removesuffix('_of').replace('_', ' ')}"
     verb = _BASE.get(relation, relation.replace("_", " "))
@@ -238,7 +238,7 @@ class _Reader:
         return None
 
     def called(self, tok: Token) -> str | None:
-        """"a dog called Max", "a startup named Lumen", "a guy called Marco": the name it is called."""
+        """"a dog called Max", "a startup named Lumen", "a woman called Ines": the name it is called."""
         for c in tok.children:
             if c.dep_ == "acl" and c.lemma_.lower() in ("call", "name"):
                 for n in c.children:
@@ -358,7 +358,7 @@ class _Reader:
                     job = True
                     objects += [x for _, x in self.pobjs(o, ("at", "with", "for"))]
                     continue
-                # "the flat on Elm Road" is Elm Road; a bare "the flat" names no stored home
+                # "the house on Mill Lane" is Mill Lane; a bare "the house" names no stored home
                 o = next((x for _, x in self.pobjs(o, ("on", "in")) if x.pos_ == "PROPN"), o)
                 n = self.name(o)
                 if n is not None and not n.speaker and o.ent_type_ not in ("DATE", "TIME"):
@@ -432,7 +432,7 @@ class _Reader:
             if subj is None and tok.pos_ in ("VERB", "AUX") and (
                     tok.dep_ == "conj" or (tok.dep_ == "advcl" and tok.tag_ == "VBG")):
                 subj = next((c for c in tok.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
-            if subj is None and self.unsaid_i(tok):  # "Started hitting the gym last week", "Been to Rome once"
+            if subj is None and self.unsaid_i(tok):  # "Started swimming again this month", "Been to Rome once"
                 self.clause(tok, tok, self.me)
                 continue
             aux_be = next((c for c in tok.children if c.dep_ in ("aux", "auxpass") and c.lemma_.lower() == "be"), None)
@@ -526,7 +526,7 @@ class _Reader:
             and (self.negated(verb) or "no" in words))
 
     def future(self, verb: Token) -> bool:
-        """A plan: "I'm going to Japan next spring", "I'll be in Warsaw", "we're flying to X next month"."""
+        """A plan: "I'm flying to Peru next autumn", "I'll be in Turin", "we're flying to X next month"."""
         aux = {c.lower_ for c in verb.children if c.dep_ in ("aux", "auxpass")}
         if aux & {"will", "'ll", "shall", "gonna"}:
             return True
@@ -662,7 +662,7 @@ class _Reader:
     def event(self, verb: Token, subject: _Name, when: datetime | None, lead: Token | None = None) -> None:
         """What someone did or will do, told as news: "I went to a support group yesterday", "I ran a charity
         race last Saturday", "I'm going to a conference this month", "I went hiking last week", "the parade I
-        went to", "I had an interview for an internship", "I chose to go to networking events" (`lead` is the
+        went to", "I had an interview for an internship", "I chose to join a choir" (`lead` is the
         verb that tells the tense: "chose", "had", "managed"). Kept with its time, at a lower confidence: a
         happening, not a lasting trait. Only done or planned things (not habits or thoughts), with a thing."""
         lemma = verb.lemma_.lower()
@@ -764,12 +764,12 @@ class _Reader:
         return bool(kept)
 
     def parting(self, verb: Token, subject: _Name) -> bool:
-        """"We moved out of the flat on Baker Street" (home ends), "I broke up with Chris" (partner ends)."""
+        """"We moved out of the house on Mill Lane" (home ends)."""
         when = self.when(verb, False)
         lemma = verb.lemma_.lower()
         if lemma == "move":
             left = [o for prep, o in self.pobjs(verb, ("out", "from", "away")) if prep in ("out of", "away from")]
-            for o in left:  # "the flat on Baker Street" is Baker Street; a bare "the flat" names no stored home
+            for o in left:  # "the house on Mill Lane" is Mill Lane; a bare "the house" names no stored home
                 named = next((x for _, x in self.pobjs(o, ("on", "in")) if x.pos_ == "PROPN"), o)
                 place = self.name(named)
                 if place is not None:
@@ -821,7 +821,7 @@ class _Reader:
         return self.doc[verb.sent.end - 1].text == "?" if verb.sent is not None else False
 
     def ender(self, verb: Token, subject: _Name) -> bool:
-        """"I stopped drinking coffee", "I quit my job at X", "I left Infosys", "I gave up smoking", "sold my car"."""
+        """"I stopped drinking coffee", "I quit my job", "I gave up cigarettes", "sold my car"."""
         lemma = verb.lemma_.lower()
         when = self.when(verb, False)
         inner = next((c for c in verb.children if c.dep_ in ("xcomp", "dobj", "ccomp") and c.tag_ == "VBG"), None)
@@ -873,7 +873,7 @@ class _Reader:
                     self.add(subject, "plans_to_visit" if future else "visited", replace(obj, type="place"))
 
     def simple(self, verb: Token, subject: _Name, lemma: str) -> None:
-        """Likes and dislikes, learning: "I love swimming", "I'm learning to play the violin"."""
+        """Likes and dislikes, learning: "I love swimming", "I'm learning the oboe"."""
         when = self.when(verb, False)
         if lemma == "learn":
             targets = self.objects(verb)
@@ -1077,7 +1077,7 @@ class _Reader:
 
     def copula(self, verb: Token, subject: _Name, past: bool = False) -> None:
         """"My manager is Priya", "Priya is my sister", "I'm a nurse at X", "I'm allergic to peanuts", "I'm vegan",
-        "My favourite tea is genmaicha", "Mia is from Vienna"."""
+        "My favourite tea is genmaicha", "Ola is from Gdansk"."""
         subj_tok = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None) or next(
             (c for c in verb.head.children if c.dep_ in ("nsubj", "nsubjpass")), verb)
         negated, ended = self.negated(verb), self.no_longer(verb)
@@ -1165,7 +1165,7 @@ class _Reader:
             return
         if negated and not ended:
             return
-        # "I'm a nurse at St Mary's", "Oliver is a vet", "I'm a huge fan of jazz"
+        # "I'm a nurse at St Mary's", "Oliver is a vet", "she's a fan of opera"
         if word == "fan":
             for _, o in [(p.lower_, o) for p in a.children if p.dep_ == "prep" and p.lower_ == "of"
                          for o in p.children if o.dep_ == "pobj"]:
@@ -1252,7 +1252,7 @@ def _placeish(tok: Token, name: _Name) -> bool:
 
 
 def _lines(episode: Episode) -> Iterator[tuple[Speaker, str]]:
-    """What the user side said: an assistant's words are never facts about anyone ("I live in the cloud")."""
+    """What the user side said: an assistant's words are never facts about anyone ("I run on a server")."""
     for said_by, line in speaker_lines(episode.content, episode_speaker(episode)):
         if said_by.role == "user":
             yield said_by, line[:MAX_LINE_CHARS]
@@ -1261,7 +1261,7 @@ def _lines(episode: Episode) -> Iterator[tuple[Speaker, str]]:
 def fallback_facts(doc: Doc, speaker: Speaker, reference: datetime) -> list[ExtractedFact]:
     """The regex rules on sentences the parse made nothing of: the small model mis-tags unusual names ("vim",
     "ProjectX") and then misses clauses the rules read well. Only statements (no questions, no "if"), and none of
-    the rules' known slips: a time or a non-workplace taken for an employer ("I work at home on Fridays")."""
+    the rules' known slips: a time or a non-workplace taken for an employer ("I work at home most Mondays")."""
     out: list[ExtractedFact] = []
     for sent in doc.sents:
         text = sent.text.strip()
