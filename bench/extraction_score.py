@@ -137,6 +137,9 @@ def since_matches(valid_from: datetime | None, since: str) -> bool:
     return valid_from.strftime("%Y-%m-%d")[: len(since)] == since
 
 
+TIERS = ("plain", "reworded", "idiomatic")
+
+
 @dataclass
 class Item:
     id: str
@@ -145,23 +148,41 @@ class Item:
     facts: list[Triple] = field(default_factory=list)
     holds: list[Triple] = field(default_factory=list)
     ends: list[Triple] = field(default_factory=list)
+    fact_id: str | None = None  # items phrasing one fact share it (consistency)
+    tier: str | None = None  # plain | reworded | idiomatic
+    before: list[tuple[str, str]] = field(default_factory=list)  # turns said earlier, ingested first
+    before_at: datetime | None = None
+    keeps: list[Triple] = field(default_factory=list)  # facts the turns must NOT end
+
+
+def _turns(path: Path, item_id: str, raw: Sequence[str]) -> list[tuple[str, str]]:
+    turns = []
+    for turn in raw:
+        name, sep, text = str(turn).partition(":")
+        if not sep or not text.strip():
+            raise ValueError(f"{path}: {item_id}: a turn must be 'Name: text': {turn!r}")
+        turns.append((name.strip(), text.strip()))
+    return turns
 
 
 def load_items(path: Path) -> list[Item]:
+    """A labelled file's items; the blind format adds `fact_id`, `tier`, `before`, `before_at` and `keeps`."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     default_at = _when(data["at"])
     items = []
     for raw in data["items"]:
-        turns = []
-        for turn in raw["turns"]:
-            name, sep, text = turn.partition(":")
-            if not sep or not text.strip():
-                raise ValueError(f"{path}: {raw['id']}: a turn must be 'Name: text': {turn!r}")
-            turns.append((name.strip(), text.strip()))
-        items.append(Item(raw["id"], turns, _when(raw["at"]) if "at" in raw else default_at,
+        tier = raw.get("tier")
+        if tier is not None and tier not in TIERS:
+            raise ValueError(f"{path}: {raw['id']}: tier must be one of {', '.join(TIERS)}, not {tier!r}")
+        at = _when(raw["at"]) if "at" in raw else default_at
+        items.append(Item(raw["id"], _turns(path, raw["id"], raw["turns"]), at,
                           [parse_triple(t) for t in raw.get("facts", [])],
                           [parse_triple(t) for t in raw.get("holds", [])],
-                          [parse_triple(t) for t in raw.get("ends", [])]))
+                          [parse_triple(t) for t in raw.get("ends", [])],
+                          str(raw["fact_id"]) if raw.get("fact_id") is not None else None, tier,
+                          _turns(path, raw["id"], raw.get("before", [])),
+                          _when(raw["before_at"]) if "before_at" in raw else None,
+                          [parse_triple(t) for t in raw.get("keeps", [])]))
     return items
 
 
@@ -186,7 +207,12 @@ class Tally:
     ended_right: int = 0
     want_ended: int = 0
     want_ended_found: int = 0
-    collateral: int = 0  # held facts ended that the gold keeps
+    collateral: int = 0  # held facts ended that the gold keeps (or, with `before`, any held fact wrongly ended)
+    kept_ended: int = 0  # facts named in `keeps` that were ended
+    raised: int = 0  # held facts the turns should end whose confidence rose instead
+    tier_want: dict[str, int] = field(default_factory=dict)
+    tier_found: dict[str, int] = field(default_factory=dict)
+    phrasings: dict[str, list[bool]] = field(default_factory=dict)  # fact_id -> per item: all its facts found
     missed: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)
 
@@ -212,6 +238,21 @@ class Tally:
         if item.facts:
             self.bearing += 1
             self.bearing_found += found > 0
+            if item.tier:
+                self.tier_want[item.tier] = self.tier_want.get(item.tier, 0) + len(item.facts)
+                self.tier_found[item.tier] = self.tier_found.get(item.tier, 0) + found
+            if item.fact_id:
+                self.phrasings.setdefault(item.fact_id, []).append(found == len(item.facts))
+
+    def add_held_endings(self, item: Item, ended: Iterable[Triple], raised: Iterable[Triple] = ()) -> None:
+        """Endings of what the store held from `before` (and past facts the turns recorded): every ending that
+        matches no gold ending is collateral; one that ends a `keeps` fact is counted apart too."""
+        ended = list(ended)
+        self.add_endings(item, ended)
+        self.collateral += sum(1 for e in ended if not any(facts_match(e, w) for w in item.ends)
+                               and not any(facts_match(e, h) for h in item.holds + item.facts))
+        self.kept_ended += sum(1 for e in ended if any(facts_match(e, k) for k in item.keeps))
+        self.raised += sum(1 for r in raised if any(facts_match(r, w) for w in item.ends))
 
     def add_endings(self, item: Item, ended: Iterable[Triple]) -> None:
         ended = list(ended)
@@ -239,4 +280,9 @@ class Tally:
                 "dates_right": ratio(self.dated_right, self.dated),
                 "endings_precision": ratio(self.ended_right, self.ended),
                 "endings_recall": ratio(self.want_ended_found, self.want_ended),
-                "collateral_endings": self.collateral, "facts_extracted": self.got, "facts_gold": self.want}
+                "collateral_endings": self.collateral, "facts_extracted": self.got, "facts_gold": self.want,
+                **{f"recall_{t}": ratio(self.tier_found.get(t, 0), self.tier_want[t]) for t in TIERS
+                   if self.tier_want.get(t)},
+                **({"consistency": round(sum(sum(v) / len(v) for v in self.phrasings.values())
+                                         / len(self.phrasings), 3)} if self.phrasings else {}),
+                "keeps_ended": self.kept_ended, "ends_raised_confidence": self.raised}

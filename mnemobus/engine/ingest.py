@@ -427,8 +427,12 @@ class Ingestor:
             return
         new_id = fact_id_for(group, subject.id, f.relation, obj.id, t, episode.id)
         exclusive = one_value(f.relation)
-        # a later fact of an exclusive relation already ends this one (episodes may arrive out of order)
-        later = [x for x in chain if exclusive and x.valid_at is not None and x.valid_at > t]
+        def heard_later(x: Fact) -> bool:  # told after this message (an episode that arrived out of order)
+            return (x.last_seen or x.valid_at or t) > seen
+
+        # a later fact of an exclusive relation, told later, already ends this one (episodes may arrive out of order)
+        later = [x for x in chain if exclusive and x.valid_at is not None and x.valid_at > t and heard_later(x)
+                 and x.object_id != obj.id]
         successor = min(later, key=lambda x: x.valid_at) if later else None  # type: ignore[arg-type,return-value]
         new = Fact(id=new_id, group_id=group, subject_id=subject.id, object_id=obj.id, subject_name=subject.name,
                    object_name=obj.name, relation=f.relation, edge_type=f.edge_type, fact=f.fact,
@@ -438,11 +442,15 @@ class Ingestor:
         await txn.insert_fact(new, vector)
         counts.added += 1
         now = datetime.now(UTC)
-        ended = [x for x in chain if valid_at_time(x, t) and x.object_id != obj.id
+        # held at t, or heard before this message though dated after t ("I live in Leeds" yesterday, then "I moved
+        # to York last month": York is the newer word, and Leeds ends as soon as it began)
+        ended = [x for x in chain if x.object_id != obj.id and (valid_at_time(x, t) or (
+                     x.invalid_at is None and x.valid_at is not None and x.valid_at > t and not heard_later(x)))
                  and ((exclusive and episode.id not in x.episode_ids)  # two values said at once are both held
                       or (replaced is not None and x.object_id == replaced.id))]
         for x in ended:
-            await txn.update_fact(replace(x, invalid_at=t, expired_at=now, superseded_by=new_id))
+            end_at = t if x.valid_at is None or x.valid_at <= t else x.valid_at
+            await txn.update_fact(replace(x, invalid_at=end_at, expired_at=now, superseded_by=new_id))
             counts.invalidated += 1
         if replaced is not None and not ended and replaced.id != obj.id and not any(
             x.object_id == replaced.id for x in chain
