@@ -48,15 +48,17 @@ async def post_all(svc: Any, batches: list[tuple[str, list[dict[str, Any]]]]) ->
     """POST /messages per group; waits until the worker stored every episode; group -> episode uuids."""
     store = svc.rt.engine.store
     out: dict[str, list[str]] = {}
+    expected: dict[str, int] = {}
     for group, msgs in batches:
         if not msgs:
             continue
+        expected[group] = await store.count_episodes(group) + len(msgs)  # the group may hold earlier turns
         r = await svc.http.post("/messages", json={"group_id": group, "messages": msgs})
         r.raise_for_status()
         out[group] = r.json()["episode_uuids"]
     with anyio.fail_after(WAIT_S):
-        for group, ids in out.items():
-            while await store.count_episodes(group) < len(ids):
+        for group, n in expected.items():
+            while await store.count_episodes(group) < n:
                 await anyio.sleep(0.05)
     return out
 
