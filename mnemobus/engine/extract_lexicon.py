@@ -113,3 +113,22 @@ retiree""".split())
 
 # "X is so important (to me)": the speaker holds X dear
 VALUE_WORDS = frozenset("important vital essential precious priceless sacred".split())
+
+# time words that are never a name beside a noun ("my son Tom visits most Thursdays")
+TIME_WORDS = frozenset("""monday tuesday wednesday thursday friday saturday sunday weekend morning evening night
+january february march april may june july august september october november december today tomorrow
+yesterday""".split())
+
+# "I'm at PwC now": words that make "at" where someone is these days, not where they are this minute
+PRESENT_WORDS = frozenset({"now", "nowadays", "days", "currently"})
+
+# what someone is "on" when it is a medicine: the common international nonproprietary name stems, and words for one
+MEDICINE_STEMS = ("pine", "olol", "pril", "sartan", "statin", "statins", "formin", "prazole", "cillin", "mycin",
+                  "cycline", "floxacin", "azole", "oxetine", "aline", "pam", "lam", "done", "sone", "solone",
+                  "thyroxine", "mab", "tide", "gliptin", "gliflozin", "parin", "xaban", "triptan", "setron", "tidine",
+                  "profen", "fenac", "codeine", "morphine", "lithium", "insulin")
+MEDICINE_WORDS = frozenset("""medication medications medicine meds pills tablets antidepressants antibiotics
+steroids insulin hrt chemo chemotherapy methadone inhaler warfarin aspirin paracetamol ibuprofen""".split())
+
+# past forms the tagger reads as a bare verb when a sentence opens with one ("Got a new job at X")
+PAST_FORMS = frozenset("got went began took left had made came found bought sold met moved started joined".split())

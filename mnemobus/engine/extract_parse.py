@@ -48,6 +48,7 @@ _PRONOUNS = _THIRD_PERSON | frozenset("""it they them you this that these those 
 everyone everybody someone somebody anyone anybody nobody everything something anything nothing yourself
 yourselves himself herself itself themselves mine yours ours theirs his hers its""".split())
 _ENDERS = frozenset({"stop", "quit", "give", "leave", "sell", "drop"})
+_JOB_WORDS = frozenset({"job", "position", "role", "internship", "post"})
 _PLAN_VERBS = frozenset({"go", "fly", "travel", "visit", "head", "drive"})
 # verbs whose clauses are talk, thought or feeling, or too light to be news on their own
 _NOT_EVENTS = frozenset("""be have do say tell talk speak chat think know feel see hear look watch seem mean want need
@@ -225,15 +226,20 @@ class _Reader:
     def appos_name(self, tok: Token) -> str | None:
         """"my sister Anna", "my dog, Rex": the name beside the noun."""
         for c in tok.children:
-            if c.dep_ in ("appos", "npadvmod", "dobj", "attr") and c.pos_ == "PROPN" and c.i > tok.i:
+            if c.dep_ in ("appos", "npadvmod", "dobj", "attr") and c.pos_ == "PROPN" and c.i > tok.i \
+                    and not _timeish(c):
                 return self.proper(c)
         for c in tok.rights:  # "my sister Anna" parsed as compound the other way round
             if c.dep_ == "compound" and c.pos_ == "PROPN":
                 return self.proper(c)
+            if c.dep_ == "appos" and (n := next((x for x in c.lefts if x.dep_ == "compound" and x.pos_ == "PROPN"
+                                                 and not _timeish(x)), None)) is not None:
+                return self.proper(n)  # "my daughter Claire rings ...": the name went inside a misread noun
         if tok.head.pos_ == "PROPN" and tok.dep_ == "compound" and tok.head.i == tok.i + 1:
             return self.proper(tok.head)
         if tok.i + 1 < len(self.doc) and (nxt := self.doc[tok.i + 1]).pos_ == "PROPN" and nxt.dep_ in (
-                "nsubj", "nsubjpass", "npadvmod") and tok.dep_ == "npadvmod":  # "my cousin Priti lives ..."
+                "nsubj", "nsubjpass", "npadvmod") and tok.dep_ == "npadvmod" and not _timeish(nxt):  # "my cousin
+            # Priti lives ..."
             return self.proper(nxt)
         return None
 
@@ -401,7 +407,8 @@ class _Reader:
                         self.end(self.me, row.ends[0], n, "last day", when, others=row.ends[1:])
             return
         if role is not None:
-            named = self.appos_name(tok) or self.called(tok)
+            named = self.appos_name(tok) or self.called(tok) or (  # "Andrei, my partner, works ..."
+                self.proper(tok.head) if tok.dep_ == "appos" and tok.head.pos_ == "PROPN" else None)
             if named is not None:
                 person = _Name(named, "person")
                 self.add(person, f"{role}_of", self.me)
@@ -487,7 +494,10 @@ class _Reader:
     def unsaid_i(self, verb: Token) -> bool:
         """Talk drops the "I" before a past verb that opens a sentence ("Went to Rome once", "Started a new job
         today"); an imperative ("Keep going"), a present ("Sounds great") or a question keeps no such subject."""
-        if verb.dep_ != "ROOT" or verb.pos_ not in ("VERB", "AUX") or verb.tag_ not in ("VBD", "VBN"):
+        inflected = verb.tag_ == "VB" and (verb.lower_ in lex.PAST_FORMS or (  # "Got a new job": no imperative
+            verb.lower_.endswith("ed") and verb.lower_ != verb.lemma_.lower()))
+        if verb.dep_ != "ROOT" or verb.pos_ not in ("VERB", "AUX") or (verb.tag_ not in ("VBD", "VBN")
+                                                                       and not inflected):
             return False
         if any(c.dep_ in ("nsubj", "nsubjpass", "expl", "csubj") for c in verb.children):
             return False
@@ -503,13 +513,16 @@ class _Reader:
         """"My favourite tea is X", "Radiohead is my favourite band": a copula about something of the speaker's."""
         if verb.lemma_.lower() != "be":
             return False
-        return self.mine(subj) or any(self.mine(c) for c in verb.children if c.dep_ in ("attr", "acomp"))
+        return self.mine(subj) or any(self.mine(c) for c in verb.children if c.dep_ in ("attr", "acomp")) or any(
+            self.mine(c) for c in subj.children if c.dep_ == "poss") or subj.lemma_.lower() == "home"
 
     # -- clauses ----------------------------------------------------------------------------------
 
     def when(self, verb: Token, future: bool) -> datetime | None:
         text = " ".join(t.text for t in verb.subtree)
-        found = resolve(text, self.reference, future=future)
+        perfect = verb.tag_ == "VBN" and any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
+        found = resolve(text, self.reference, future=future, past=verb.tag_ == "VBD" and not future,
+                        perfect=perfect)
         if found is None and verb.dep_ == "conj":  # "Last month I got hurt and had to take a break": both then
             return self.when(verb.head, future)
         return found
@@ -646,6 +659,8 @@ class _Reader:
         if lemma in _PLAN_VERBS and (self.future(verb) or self.future(verb_for_time)):
             self.plan_or_visit(verb, subject, future=True)
             return
+        if lemma == "spend" and self.spent(verb, subject):
+            return
         past_state = verb.tag_ == "VBD" and lemma in ("live", "work") and not any(
             c.dep_ in ("aux",) for c in verb.children) and self.when(verb, False) is None
         future = self.future(verb_for_time)
@@ -658,6 +673,29 @@ class _Reader:
                 self.add(subject, relation, obj, when, conf)
         if not found and verb is verb_for_time and not self.considering(verb, subject, when):
             self.event(verb, subject, when)
+
+    def spent(self, verb: Token, subject: _Name) -> bool:
+        """"Before X I spent six years at Y" (a past job, kept as history), "I've spent two years at Y" (held, since
+        then): time spent at an employer or a home."""
+        if not any(o.lemma_.lower() in ("year", "month", "decade", "week") for o in self.objects(verb)):
+            return False
+        perfect = verb.tag_ == "VBN" and any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
+        found = False
+        for prep, o in self.pobjs(verb, ("at", "with", "for", "in")):
+            obj = self.name(o)
+            if obj is None or obj.speaker:
+                continue
+            relation = "lives_in" if prep == "in" and obj.type == "place" else "works_at" if self.employer(o, obj) \
+                else None
+            if relation is None:
+                continue
+            found = True
+            if perfect:
+                span = next(" ".join(t.text for t in o.subtree) for o in self.objects(verb))
+                self.add(subject, relation, obj, resolve(f"for {span}", self.reference, perfect=True))
+            else:
+                self.end(subject, relation, obj, "past tense", None, past=True)
+        return found
 
     def event(self, verb: Token, subject: _Name, when: datetime | None, lead: Token | None = None) -> None:
         """What someone did or will do, told as news: "I went to a support group yesterday", "I ran a charity
@@ -955,7 +993,8 @@ class _Reader:
                 put("plays", o)
             for prep, o in self.pobjs(verb, ("in", "for")):
                 put("member_of", o, "organization", lambda t, n: t.pos_ == "PROPN" or self.called(t) is not None)
-        elif lemma in ("have", "own", "get", "adopt", "buy", "drive", "got"):
+        elif lemma in ("have", "own", "get", "adopt", "buy", "drive", "got") and not any(
+                o.lemma_.lower() in _JOB_WORDS for o in self.objects(verb)):  # "I got a new job at X": below
             for o in self.objects(verb):
                 self.possession(lemma, o, out)
         elif lemma in ("drink", "eat", "smoke", "use", "take", "volunteer", "attend"):
@@ -1016,9 +1055,9 @@ class _Reader:
         elif lemma == "learn":
             for o in self.objects(verb):
                 put("learning", o)
-        elif lemma in ("start", "begin", "get", "land", "take") and any(
-                o.lemma_.lower() in ("job", "position", "role", "internship") for o in self.objects(verb)):
-            job = next(o for o in self.objects(verb) if o.lemma_.lower() in ("job", "position", "role", "internship"))
+        elif lemma in ("start", "begin", "get", "land", "take", "got", "have") and any(
+                o.lemma_.lower() in _JOB_WORDS for o in self.objects(verb)):
+            job = next(o for o in self.objects(verb) if o.lemma_.lower() in _JOB_WORDS)
             for prep, o in self.pobjs(job, ("at", "with", "for")) + self.pobjs(verb, ("at", "with", "for")):
                 put("works_at", o, "organization", self.employer)
             for prep, o in self.pobjs(job, ("as",)) + self.pobjs(verb, ("as",)):
@@ -1030,6 +1069,13 @@ class _Reader:
     def possession(self, lemma: str, o: Token, out: list[tuple[str, _Name, float]]) -> None:
         """have / own / adopt / buy / drive: a pet, a condition, children, or a thing owned."""
         head = o.lemma_.lower()
+        role = self.kin_role(o)
+        if role is not None and (named := self.called(o) or self.appos_name(o)) is not None:
+            person = _Name(named, "person")  # "I've got a girlfriend called Ines", "we have a son, Leo"
+            self.facts.append(ExtractedFact(named, f"{role}_of", self.me.text, "semantic",
+                                            sentence(named, f"{role}_of", self.me.text), 0.8, "person", self.me.type))
+            self.last_person = person
+            return
         if head in lex.PETS:
             head = self.kind(o)
             named = self.called(o) or self.appos_name(o)
@@ -1085,6 +1131,8 @@ class _Reader:
             return
         future = self.future(verb)
         when = self.when(verb, future)
+        if not negated and not future and self.copula_rows(verb, subj_tok, subject, when):
+            return
         for attr in [c for c in verb.children if c.dep_ in ("attr", "acomp", "oprd")]:
             for a in [attr, *[x for x in attr.conjuncts if x.i > attr.i]]:
                 self.copula_part(verb, subj_tok, subject, a, negated, ended, when, past)
@@ -1102,6 +1150,50 @@ class _Reader:
                 elif prep == "at" and (o.lemma_.lower() in lex.EVENT_NOUNS or o.ent_type_ == "EVENT") and \
                         subject.someone:  # "I was at a jazz gig last night"
                     self.add(subject, "plans_to_attend" if future else "attended", replace(obj, type="event"), when)
+
+    def copula_rows(self, verb: Token, subj_tok: Token, subject: _Name, when: datetime | None) -> bool:
+        """Copulas that say where someone lives, works or what they take, in the words people use: "my wife's name
+        is Kemi", "Leeds is home now" / "home is Leeds", "we've been in Ghent since 2017", "I'm at PwC now",
+        "I'm on amlodipine"."""
+        attr = next((c for c in verb.children if c.dep_ in ("attr", "acomp", "advmod") and c.lemma_.lower() != "now"
+                     and c.lower_ not in ("also", "still", "really", "just")), None)
+        owner = next((c for c in subj_tok.children if c.dep_ == "poss"), None)
+        if subj_tok.lemma_.lower() == "name" and owner is not None and attr is not None and attr.pos_ == "PROPN":
+            role = self.kin_role(owner) if self.mine(owner) else None
+            if role is not None:  # "my wife's name is Kemi": Kemi is the wife, and "she" after it
+                person = _Name(self.proper(attr), "person")
+                self.add(person, f"{role}_of", self.me, when)
+                self.last_person = person
+                return True
+            return False
+        home = attr is not None and attr.lemma_.lower() == "home" and not any(
+            c.dep_ == "poss" and c.lower_ not in _MY for c in attr.children)
+        if home and subj_tok is not verb and (place := self.name(subj_tok)) is not None and not place.speaker \
+                and (place.type == "place" or subj_tok.pos_ == "PROPN"):  # "Leeds is home now"
+            self.add(self.me, "lives_in", replace(place, type="place"), when)
+            return True
+        if subj_tok.lemma_.lower() == "home" and attr is not None and attr.pos_ == "PROPN" and (
+                (place := self.name(attr)) is not None):  # "home is Leeds these days"
+            self.add(self.me, "lives_in", replace(place, type="place"), when)
+            return True
+        if not subject.someone:
+            return False
+        perfect = verb.tag_ == "VBN" and any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
+        for prep, o in self.pobjs(verb, ("in", "at", "on")):
+            obj = self.name(o)
+            if obj is None or obj.speaker:
+                continue
+            if prep == "in" and perfect and (obj.type == "place" or (obj.type == UNTYPED and o.pos_ == "PROPN")):
+                self.add(subject, "lives_in", replace(obj, type="place"), when)  # "we've been in Ghent since 2017"
+                return True
+            if prep == "at" and o.pos_ == "PROPN" and o.ent_type_ not in ("LOC", "FAC", "EVENT", "DATE", "TIME") \
+                    and lex.PRESENT_WORDS & {c.lower_ for c in verb.subtree}:  # "I'm at PwC now"
+                self.add(subject, "works_at", replace(obj, type="organization"), when)
+                return True
+            if prep == "on" and _medicine(o):  # "I'm on amlodipine", "she's on statins"
+                self.add(subject, "takes", replace(obj, type="concept"), when)
+                return True
+        return False
 
     def copula_part(self, verb: Token, subj_tok: Token, subject: _Name, a: Token, negated: bool, ended: bool,
                     when: datetime | None, past: bool = False) -> None:
@@ -1220,6 +1312,17 @@ class _Reader:
 
 _HABITS = {"smoking": "smokes", "smoke": "smokes", "drinking": "drinks", "drink": "drinks", "vaping": "smokes",
            "vape": "smokes", "eating": "eats"}
+
+
+def _medicine(tok: Token) -> bool:
+    """A medicine by its name's ending (the international nonproprietary stems) or a word for one."""
+    word = tok.lemma_.lower()
+    return word in lex.MEDICINE_WORDS or (tok.pos_ in ("NOUN", "PROPN", "ADJ") and word.endswith(lex.MEDICINE_STEMS))
+
+
+def _timeish(tok: Token) -> bool:
+    """"every Sunday", "most Thursdays", "in March": a time word, never a name beside a noun."""
+    return tok.ent_type_ in ("DATE", "TIME") or tok.lower_.rstrip("s") in lex.TIME_WORDS
 
 
 def _looks_proper(tok: Token) -> bool:

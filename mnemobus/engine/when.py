@@ -38,6 +38,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(p, 
     ("season", r"\b(?P<rel>last|next|this|in the|in)\s+(?P<season>spring|summer|autumn|fall|winter)\b"),
     ("weekday", r"\b(?P<rel>last|next|on|this)\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"),
     ("month", r"\b(?P<rel>in|last|next|since|this|by|from)\s+" + _MONTH + r"\b"),
+    ("span", r"\bfor\s+(?:the\s+(?:past|last)\s+)?" + _COUNT + r"\s+(?P<unit>day|week|month|year|decade)s?\b"),
 ))
 
 
@@ -51,22 +52,26 @@ def time_phrase(text: str) -> re.Match[str] | None:
     return best
 
 
-def resolve(text: str, reference: datetime, *, future: bool = False) -> datetime | None:
+def resolve(text: str, reference: datetime, *, future: bool = False, past: bool = False,
+            perfect: bool = False) -> datetime | None:
     """The time the first time phrase in `text` names, against `reference`; None when there is none.
 
     `future` says the statement is a plan ("I'm moving in March"): a bare month or weekday is then the next
-    one, not the last."""
+    one, not the last. `past`: told in the past tense, "on Saturday" is the last one (without a tense it is as
+    often a habit). `perfect`: "I've been vegan for eight years" began eight years ago (a span in the simple past,
+    "I lived there for eight years", says how long, not when)."""
     for kind, pattern in _PATTERNS:
         m = pattern.search(text)
-        if m is None:
+        if m is None or (kind == "span" and not perfect):
             continue
-        when = _resolve(kind, m, reference, future)
+        when = _resolve(kind, m, reference, future, past)
         if when is not None:
             return when
     return None
 
 
-def _resolve(kind: str, m: re.Match[str], ref: datetime, future: bool) -> datetime | None:  # noqa: PLR0911
+def _resolve(kind: str, m: re.Match[str], ref: datetime, future: bool,  # noqa: PLR0911
+             past: bool = False) -> datetime | None:
     day0 = ref.replace(hour=0, minute=0, second=0, microsecond=0)
     g = m.groupdict()
     if kind in ("day_month", "month_day"):
@@ -77,7 +82,7 @@ def _resolve(kind: str, m: re.Match[str], ref: datetime, future: bool) -> dateti
         return _date(day0, int(g["year"]), _MONTHS[g["month"].lower()], 1)
     if kind == "year":
         return _date(day0, int(g["year"]), 1, 1)
-    if kind == "ago":
+    if kind in ("ago", "span"):
         n = g["n"].lower()
         count = int(n) if n.isdigit() else _COUNTS[re.sub(r"\s+", " ", n)]
         return day0 - timedelta(days=count * _UNIT_DAYS[g["unit"].lower()])
@@ -110,7 +115,7 @@ def _resolve(kind: str, m: re.Match[str], ref: datetime, future: bool) -> dateti
         return _date(day0, year, month, 1)
     if kind == "weekday":
         target, rel = _WEEKDAYS[g["weekday"].lower()], g["rel"].lower()
-        if rel == "on" and not future:
+        if rel == "on" and not future and not past:
             return None  # "on Fridays", "on Monday" with no tense to place it: a habit more often than a date
         delta = (target - day0.weekday()) % 7
         if rel == "next" or future:

@@ -151,7 +151,7 @@ def test_a_lead_verb_tells_when_the_inner_deed_was_done() -> None:
     facts = read("On Sunday I chose to go to pottery classes.").facts
     assert [(f.relation, f.object, f.fact) for f in facts] == [
         ("go_to", "pottery classes", "Dana chose to go to pottery classes")]
-    assert facts[0].valid_from == resolve("on Sunday", AT, future=False)
+    assert facts[0].valid_from == resolve("on Sunday", AT, past=True) == datetime(2026, 6, 14, tzinfo=UTC)
 
 
 def test_having_an_occasion_is_an_event_that_keeps_its_purpose() -> None:

@@ -1,0 +1,100 @@
+"""More of English for the offline extractor (issue 35): ways people say the same facts that no rule was written
+from. Sentences of this file's own; none is from a labelled or held-out set."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from mnemobus.engine.extract_parse import ParsedExtractor
+from mnemobus.groups import GroupId
+from mnemobus.store.model import Episode
+
+AT = datetime(2026, 6, 15, 12, tzinfo=UTC)  # a Monday
+EXTRACTOR = ParsedExtractor()
+
+
+def read(text: str):  # type: ignore[no-untyped-def]
+    (result,) = EXTRACTOR.extract_batch([Episode(id="e", group_id=GroupId("g"), content=text, role="user",
+                                                 source_message_id="m", reference_time=AT, speaker="Rosa")])
+    assert not isinstance(result, Exception)
+    return result
+
+
+def triples(text: str) -> set[tuple[str, str, str]]:
+    return {(f.subject, f.relation, f.object) for f in read(text).facts}
+
+
+def dated(text: str) -> dict[tuple[str, str, str], datetime | None]:
+    return {(f.subject, f.relation, f.object): f.valid_from for f in read(text).facts}
+
+
+def test_a_relatives_name_said_as_a_name_and_what_she_does_after_it() -> None:
+    assert triples("My husband's name is Idris, he's a plumber in Derby.") >= {
+        ("Idris", "husband_of", "Rosa"), ("Idris", "works_as", "plumber")}
+
+
+def test_an_apposition_names_the_relative_between_commas() -> None:
+    assert triples("Jonas, my boyfriend, teaches maths.") >= {("Jonas", "boyfriend_of", "Rosa")}
+
+
+def test_a_place_that_is_home_now_is_where_the_speaker_lives() -> None:
+    assert triples("Bristol is home now.") == {("Rosa", "lives_in", "Bristol")}
+
+
+def test_home_said_first_is_the_same_fact() -> None:
+    assert triples("Home is Galway these days.") == {("Rosa", "lives_in", "Galway")}
+
+
+def test_having_been_somewhere_since_a_year_is_living_there_since_then() -> None:
+    assert dated("We've been in Utrecht since 2019.") == {
+        ("Rosa", "lives_in", "Utrecht"): datetime(2019, 1, 1, tzinfo=UTC)}
+
+
+def test_being_on_a_medicine_is_taking_it() -> None:
+    assert triples("I'm on lisinopril.") == {("Rosa", "takes", "lisinopril")}
+
+
+def test_being_on_holiday_takes_nothing() -> None:
+    assert triples("I'm on holiday.") == set()
+
+
+def test_being_at_a_company_now_is_working_there() -> None:
+    assert triples("I'm at Deloitte now.") == {("Rosa", "works_at", "Deloitte")}
+
+
+def test_a_time_word_after_a_relatives_name_is_never_the_name() -> None:
+    assert triples("My nephew Arlo calls most Fridays from Perth.") >= {("Arlo", "nephew_of", "Rosa")}
+    assert not any(s in ("Fridays", "Friday") for s, _, _ in triples("My nephew Arlo calls most Fridays from Perth."))
+
+
+def test_years_spent_at_a_firm_before_another_are_past_not_present() -> None:
+    result = read("Before Spotify I spent four years at Unilever.")
+    assert result.facts == ()
+    assert [(e.relation, e.object, e.fact) for e in result.endings] == [
+        ("works_at", "Unilever", "Rosa used to work at Unilever")]
+
+
+def test_years_spent_at_a_firm_until_now_hold_since_they_began() -> None:
+    assert dated("I've spent two years at Monzo.") == {("Rosa", "works_at", "Monzo"): datetime(2024, 6, 15, tzinfo=UTC)}
+
+
+def test_a_new_job_got_last_week_is_working_there_since() -> None:
+    assert dated("I got a new job at Bosch last week.") == {("Rosa", "works_at", "Bosch"): datetime(2026, 6, 8,
+                                                                                                      tzinfo=UTC)}
+
+
+def test_a_dropped_i_before_a_past_verb_the_tagger_read_as_bare_is_still_the_speaker() -> None:
+    assert triples("Got a new job at Lidl.") == {("Rosa", "works_at", "Lidl")}
+
+
+def test_a_state_held_for_years_began_that_long_ago() -> None:
+    assert dated("I've been vegetarian for five years.") == {
+        ("Rosa", "is", "vegetarian"): datetime(2021, 6, 16, tzinfo=UTC)}
+
+
+def test_a_weekday_told_in_the_past_is_the_last_one() -> None:
+    assert list(dated("I went to a gig on Saturday.").values()) == [datetime(2026, 6, 13, tzinfo=UTC)]
+
+
+def test_a_partner_one_has_got_called_by_name_is_the_partner() -> None:
+    assert triples("I've got a boyfriend called Theo.") == {("Theo", "boyfriend_of", "Rosa")}
