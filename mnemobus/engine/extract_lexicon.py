@@ -132,3 +132,38 @@ steroids insulin hrt chemo chemotherapy methadone inhaler warfarin aspirin parac
 
 # past forms the tagger reads as a bare verb when a sentence opens with one ("Got a new job at X")
 PAST_FORMS = frozenset("got went began took left had made came found bought sold met moved started joined".split())
+
+# the verb table the parser's generic matcher runs (_Reader.rows): (verb lemma, particle or None, slot: "dobj" or
+# the prepositions that bring the object, relation, object type or None, check or None: "place" a place someone can
+# live in, "employer" a workplace, "named" a name). Verbs whose reading needs more than a row (work, join, have,
+# take, run, go, visit, be) keep their own branch in _Reader.relations.
+VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] = (
+    ("live", None, "in at near", "lives_in", "place", "place"),
+    ("live", None, "with", "lives_with", "person", None),
+    ("reside", None, "in at near", "lives_in", "place", "place"),
+    ("move", None, "to into", "lives_in", "place", "place"),
+    ("relocate", None, "to into", "lives_in", "place", "place"),
+    ("grow", "up", "in", "grew_up_in", "place", None),
+    ("teach", None, "dobj", "teaches", None, None),
+    ("teach", None, "at", "works_at", "organization", "employer"),
+    ("coach", None, "dobj", "coaches", None, None),
+    ("coach", None, "at", "works_at", "organization", "employer"),
+    ("study", None, "dobj", "studies", None, None),
+    ("study", None, "at", "studies_at", "organization", None),
+    ("speak", None, "dobj", "speaks", None, None),
+    ("collect", None, "dobj", "collects", None, None),
+    ("support", None, "dobj", "supports", None, None),
+    ("train", None, "for", "training_for", None, None),
+    ("play", None, "dobj", "plays", None, None),
+    ("play", None, "in for", "member_of", "organization", "named"),
+    ("drink", None, "dobj", "drinks", None, None),
+    ("eat", None, "dobj", "eats", None, None),
+    ("smoke", None, "dobj", "smokes", None, None),
+    ("use", None, "dobj", "uses", None, None),
+    ("attend", None, "dobj", "attends", None, None),
+    ("volunteer", None, "at for with", "volunteers_at", "organization", None),
+    ("diagnose", None, "with", "has_condition", "condition", None),
+    ("marry", None, "dobj", "is_married_to", "person", None),
+    ("cycle", None, "to", "cycles_to", None, None),
+    ("learn", None, "dobj", "learning", None, None),
+)

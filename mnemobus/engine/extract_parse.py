@@ -655,6 +655,9 @@ class _Reader:
                     obj = self.name(o)
                     if obj is not None:
                         self.add(subject, "dislikes", obj)
+            else:  # "I don't live in Leeds (, I live in York)": a denial ends what it denies, never confirms it
+                for relation, obj, _ in self.relations(verb, subject):
+                    self.end(subject, relation, obj, "not")
             return
         if lemma in _PLAN_VERBS and (self.future(verb) or self.future(verb_for_time)):
             self.plan_or_visit(verb, subject, future=True)
@@ -940,10 +943,8 @@ class _Reader:
                 return
             out.append((relation, replace(obj, type=type_) if type_ and obj.type == UNTYPED else obj, 0.8))
 
-        if lemma in ("live", "reside", "stay") and lemma != "stay":
-            for prep, o in self.pobjs(verb, ("in", "at", "with", "near")):
-                put("lives_with" if prep == "with" else "lives_in", o, "person" if prep == "with" else "place",
-                    None if prep == "with" else _placeish)
+        if self.rows(verb, put):
+            pass
         elif lemma == "work":
             for prep, o in self.pobjs(verb, ("at", "for", "as", "in", "on")):
                 if prep in ("at", "for"):
@@ -962,9 +963,6 @@ class _Reader:
                         out.append(("works_at", obj, 0.8))
                 elif prep == "on":
                     put("works_on", o, "project", lambda t, n: t.pos_ == "PROPN")
-        elif lemma in ("move", "relocate"):
-            for prep, o in self.pobjs(verb, ("to", "into")):
-                put("lives_in", o, "place", _placeish)
         elif lemma == "join":
             for o in self.objects(verb):
                 obj = self.name(o)
@@ -974,47 +972,26 @@ class _Reader:
                     out.append(("works_at", obj, 0.8))
                 else:
                     out.append(("member_of", obj, 0.8))
-        elif lemma in ("teach", "study", "speak", "collect", "support", "coach", "run", "train"):
-            rel = {"teach": "teaches", "study": "studies", "speak": "speaks", "collect": "collects",
-                   "support": "supports", "coach": "coaches", "run": "runs", "train": "training_for"}[lemma]
-            if lemma == "train":
-                for _, o in self.pobjs(verb, ("for",)):
-                    put(rel, o)
-            else:
-                for o in self.objects(verb):
-                    if lemma == "run" and o.lemma_.lower() not in lex.WORKPLACES and o.lemma_.lower() != "business":
-                        continue
-                    put(rel, o)
-            for prep, o in self.pobjs(verb, ("at",)):
-                put("studies_at" if lemma == "study" else "works_at", o, "organization",
-                    None if lemma == "study" else self.employer)
-        elif lemma == "play":
+        elif lemma == "run":  # a business, not a race
             for o in self.objects(verb):
-                put("plays", o)
-            for prep, o in self.pobjs(verb, ("in", "for")):
-                put("member_of", o, "organization", lambda t, n: t.pos_ == "PROPN" or self.called(t) is not None)
+                if o.lemma_.lower() in lex.WORKPLACES or o.lemma_.lower() == "business":
+                    put("runs", o)
+            for _, o in self.pobjs(verb, ("at",)):
+                put("works_at", o, "organization", self.employer)
         elif lemma in ("have", "own", "get", "adopt", "buy", "drive", "got") and not any(
                 o.lemma_.lower() in _JOB_WORDS for o in self.objects(verb)):  # "I got a new job at X": below
             for o in self.objects(verb):
                 self.possession(lemma, o, out)
-        elif lemma in ("drink", "eat", "smoke", "use", "take", "volunteer", "attend"):
-            if lemma == "volunteer":
-                for _, o in self.pobjs(verb, ("at", "for", "with")):
-                    put("volunteers_at", o, "organization")
-            elif lemma == "take" and any(c.dep_ == "prt" for c in verb.children):
+        elif lemma == "take":
+            if any(c.dep_ == "prt" for c in verb.children):
                 for o in self.objects(verb):
                     put("likes", o)
             elif lemma == "take" and (verb.tag_ == "VBD" or any(self.pobjs(x, ("to", "from")) for x in (
                     verb, *self.objects(verb))) or any(c.dep_ == "xcomp" and c.tag_ == "VBG" for c in verb.children)):
                 pass  # "I took the kids to the museum", "took my fam camping", "a break from pottery": events
             else:
-                rel = {"drink": "drinks", "eat": "eats", "smoke": "smokes", "use": "uses", "take": "takes",
-                       "attend": "attends"}[lemma]
                 for o in self.objects(verb):
-                    put(rel, o)
-        elif lemma in ("grow",) and any(c.lower_ == "up" for c in verb.children):
-            for _, o in self.pobjs(verb, ("in",)):
-                put("grew_up_in", o, "place")
+                    put("takes", o)
         elif lemma == "bear" and verb.tag_ == "VBN":
             for _, o in self.pobjs(verb, ("in", "on")):
                 obj = self.name(o) or (_Name(o.text, "date") if o.ent_type_ == "DATE" or o.like_num else None)
@@ -1022,12 +999,6 @@ class _Reader:
                     obj = _Name(span.text, "date")
                 if obj is not None:
                     out.append(("born_in", obj, 0.8))
-        elif lemma == "diagnose":
-            for _, o in self.pobjs(verb, ("with",)):
-                put("has_condition", o, "condition")
-        elif lemma == "marry":
-            for o in self.objects(verb):
-                put("is_married_to", o, "person")
         elif lemma == "expect":
             for o in self.objects(verb):
                 if o.lemma_.lower() in ("baby", "child", "twins"):
@@ -1046,15 +1017,9 @@ class _Reader:
                 obj = self.name(o)
                 if obj is not None and (obj.type == "place" or o.pos_ == "PROPN") and obj.type != "person":
                     out.append(("visited", replace(obj, type="place"), 0.8))
-        elif lemma == "cycle":
-            for _, o in self.pobjs(verb, ("to",)):
-                put("cycles_to", o)
         elif lemma in lex.LIKE_VERBS:
             for o in self.objects(verb, ("dobj", "xcomp")):
                 put(lex.LIKE_VERBS[lemma], o)
-        elif lemma == "learn":
-            for o in self.objects(verb):
-                put("learning", o)
         elif lemma in ("start", "begin", "get", "land", "take", "got", "have") and any(
                 o.lemma_.lower() in _JOB_WORDS for o in self.objects(verb)):
             job = next(o for o in self.objects(verb) if o.lemma_.lower() in _JOB_WORDS)
@@ -1065,6 +1030,20 @@ class _Reader:
         elif lemma == "retire":
             out.append(("is", _Name("retired", "concept"), 0.8))
         return out
+
+    def rows(self, verb: Token, put: Any) -> bool:
+        """The verb table (extract_lexicon.VERB_ROWS) on one clause: each row whose verb (and particle) this is puts
+        its relation on the objects in its slot, typed and checked as the row says. True when a row is the verb's."""
+        lemma = verb.lemma_.lower()
+        particles = {c.lower_ for c in verb.children if c.dep_ == "prt"}
+        mine = [r for r in lex.VERB_ROWS if r[0] == lemma and (r[1] is None or r[1] in particles)]
+        checks = {"place": _placeish, "employer": self.employer,
+                  "named": lambda t, n: t.pos_ == "PROPN" or self.called(t) is not None, None: None}
+        for _, _, slot, relation, type_, check in mine:
+            targets = self.objects(verb) if slot == "dobj" else [o for _, o in self.pobjs(verb, tuple(slot.split()))]
+            for o in targets:
+                put(relation, o, type_, checks[check])
+        return bool(mine)
 
     def possession(self, lemma: str, o: Token, out: list[tuple[str, _Name, float]]) -> None:
         """have / own / adopt / buy / drive: a pet, a condition, children, or a thing owned."""

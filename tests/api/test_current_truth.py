@@ -47,6 +47,9 @@ ENDINGS = {
         "I work for Brightwave.", "I left Brightwave in May.", "tester works at Brightwave", "Brightwave work"),
     "a pet that died is no longer kept": (
         "We have a cat called Pepper.", "Pepper died last week.", "tester has a pet, Pepper", "Pepper cat pet"),
+    "a denial ends what it denies": (
+        "I work for Brightwave.", "I don't work for Brightwave, I freelance.", "tester works at Brightwave",
+        "Brightwave work"),
     "being taken off a medicine ends taking it": (
         "I take metformin.", "My doctor took me off metformin.", "tester takes metformin", "metformin medicine"),
 }
