@@ -116,7 +116,7 @@ VALUE_WORDS = frozenset("important vital essential precious priceless sacred".sp
 
 # time words that are never a name beside a noun ("my son Tom visits most Thursdays")
 TIME_WORDS = frozenset("""monday tuesday wednesday thursday friday saturday sunday weekend morning evening night
-january february march april may june july august september october november december today tomorrow
+year month week day summer winter spring autumn january february march april may june july august september october november december today tomorrow
 yesterday""".split())
 
 # "I'm at PwC now": words that make "at" where someone is these days, not where they are this minute
@@ -167,3 +167,7 @@ VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] 
     ("cycle", None, "to", "cycles_to", None, None),
     ("learn", None, "dobj", "learning", None, None),
 )
+
+# courses someone starts, does or finishes: "I'm starting a master's next year", "doing a PhD"
+DEGREES = frozenset("""master masters phd doctorate degree mba bachelor bachelors diploma apprenticeship course
+msc ma ba bsc llm pgce""".split())

@@ -307,14 +307,22 @@ class _Reader:
             if who.text in self.unnamed_kin and not relation.endswith("_of"):  # "my mum lives with us"
                 self.add(who, f"{self.unnamed_kin[who.text]}_of", self.me)
         otype = obj.type if relation.endswith("_of") else _OBJECT_TYPES.get(relation, obj.type)
+        text, when = self.planned(sentence(subject.text, relation, obj.text), relation, when)
         self.facts.append(ExtractedFact(subject.text, relation, obj.text, _EDGES.get(relation, "semantic"),
-                                        sentence(subject.text, relation, obj.text), confidence, subject.type,
-                                        otype, valid_from=when))
+                                        text, confidence, subject.type, otype, valid_from=when))
+
+    def planned(self, text: str, relation: str, when: datetime | None) -> tuple[str, datetime | None]:
+        """A plan is held from when it is told: "a master's next year" is a plan now, for next year (the date goes
+        into its sentence), not a fact that starts being true next year."""
+        if when is None or when <= self.reference or not (relation.startswith("plans_") or " plans to " in text):
+            return text, when
+        return f"{text} ({when:%Y-%m-%d})", None
 
     def told(self, subject: _Name, relation: str, obj: _Name, text: str, when: datetime | None,
              edge: EdgeType = "semantic") -> None:
         """A fact kept in the words of its clause ("Dana went hiking", "Dana hopes to build family"), at the lower
         confidence of a reading that no fixed relation vouches for."""
+        text, when = self.planned(text, relation, when)
         self.facts.append(ExtractedFact(subject.text, relation, obj.text, edge, text, 0.6, subject.type, obj.type,
                                         valid_from=when))
 
@@ -1029,7 +1037,22 @@ class _Reader:
                 put("works_as", o, "concept")
         elif lemma == "retire":
             out.append(("is", _Name("retired", "concept"), 0.8))
+        elif lemma in ("start", "begin", "do", "take", "finish") and (degree := self.degree(verb)) is not None:
+            relation = "plans_to_study" if self.future(verb) else "studies"  # "I'm starting a master's next year"
+            out.append((relation, _Name(degree, "concept"), 0.8))
         return out
+
+    def degree(self, verb: Token) -> str | None:
+        """The course a verb takes on: its object, or a degree the parse hung on a time word ("a master's next
+        year" read as the year's master)."""
+        objects = self.objects(verb) + [p for c in verb.children if c.dep_ == "npadvmod" and _timeish(c)
+                                        for p in c.children if p.dep_ == "poss"]
+        for o in objects:
+            if o.lemma_.lower() in lex.DEGREES:
+                words = [c.lower_ for c in o.lefts if c.dep_ in ("compound", "amod") and c.lower_ not in
+                         lex.EVALUATIVE]
+                return " ".join([*words, o.text if any(ch.isupper() for ch in o.text) else o.lemma_.lower()])
+        return None
 
     def rows(self, verb: Token, put: Any) -> bool:
         """The verb table (extract_lexicon.VERB_ROWS) on one clause: each row whose verb (and particle) this is puts

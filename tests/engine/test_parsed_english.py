@@ -98,3 +98,13 @@ def test_a_weekday_told_in_the_past_is_the_last_one() -> None:
 
 def test_a_partner_one_has_got_called_by_name_is_the_partner() -> None:
     assert triples("I've got a boyfriend called Theo.") == {("Theo", "boyfriend_of", "Rosa")}
+
+
+def test_a_course_planned_for_next_year_is_a_plan_held_now_that_names_its_year() -> None:
+    (fact,) = read("I'm starting a master's next year.").facts
+    assert (fact.relation, fact.object, fact.valid_from) == ("plans_to_study", "master", None)
+    assert fact.fact == "Rosa plans to study master (2027-01-01)"
+
+
+def test_a_course_being_done_now_is_studied() -> None:
+    assert triples("I'm doing an MBA.") == {("Rosa", "studies", "MBA")}
