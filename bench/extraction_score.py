@@ -32,7 +32,7 @@ SYNONYMS: tuple[frozenset[str], ...] = tuple(frozenset(c.split()) for c in (
     "visited travelled_to went_to",
     "plans_to_visit going_to will_visit travelling_to flying_to",
     "is_married_to married_to spouse_of",
-    "owns has_car",
+    "owns has_car owns_car",
     "speaks",
     "drinks",
     "eats",

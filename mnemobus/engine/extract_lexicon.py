@@ -65,7 +65,8 @@ ADJ_RELATIONS = {("allergic", "to"): "allergic_to", ("afraid", "of"): "afraid_of
                  ("terrified", "of"): "afraid_of", ("married", "to"): "is_married_to", ("engaged", "to"): "engaged_to",
                  ("interested", "in"): "interested_in", ("obsessed", "with"): "likes", ("addicted", "to"): "likes",
                  ("fond", "of"): "likes", ("keen", "on"): "likes", ("crazy", "about"): "likes",
-                 ("passionate", "about"): "likes", ("intolerant", "to"): "intolerant_to", ("from", ""): "from"}
+                 ("passionate", "about"): "likes", ("intolerant", "to"): "intolerant_to", ("from", ""): "from",
+                 ("based", "in"): "lives_in"}
 
 # places a person works "at" without an employer: "I work at home", "at night", "at weekends"
 NOT_WORKPLACES = frozenset("""home night nights weekend weekends moment times time lunch lunchtime noon midnight
@@ -84,7 +85,7 @@ camper laptop phone iphone kindle piano guitar tesla""".split())
 # words that are not names of anything worth a node of its own
 NOT_THINGS = frozenset("""it this that these those thing things something anything everything nothing stuff lot lots
 one ones way time times day days bit kind sort type part rest place way idea deal what which who whom whatever
-fun sense point""".split())
+fun sense point more longer anymore""".split())
 
 # adjectives that say how the speaker feels about a thing, not what it is: dropped from the thing's name
 EVALUATIVE = frozenset("""small big large huge tiny little new old nice great good lovely amazing awesome cute
@@ -141,6 +142,7 @@ VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] 
     ("live", None, "in at near", "lives_in", "place", "place"),
     ("live", None, "with", "lives_with", "person", None),
     ("reside", None, "in at near", "lives_in", "place", "place"),
+    ("base", None, "in", "lives_in", "place", "place"),
     ("move", None, "to into", "lives_in", "place", "place"),
     ("relocate", None, "to into", "lives_in", "place", "place"),
     ("grow", "up", "in", "grew_up_in", "place", None),
@@ -171,3 +173,6 @@ VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] 
 # courses someone starts, does or finishes: "I'm starting a master's next year", "doing a PhD"
 DEGREES = frozenset("""master masters phd doctorate degree mba bachelor bachelors diploma apprenticeship course
 msc ma ba bsc llm pgce""".split())
+
+# what two people do together, said as "Sam and I ...": the relation it gives the speaker toward the other
+TOGETHER = {"marry": "is_married_to", "engage": "engaged_to", "date": "partner_of"}

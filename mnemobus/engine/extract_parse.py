@@ -362,13 +362,15 @@ class _Reader:
             if subject.speaker:
                 return True
             targets, subject = [subject], self.me
+        elif row.mutual and any(o.lower_ in _FIRST_PERSON for o in direct) and not subject.speaker:
+            targets, subject = [subject], self.me  # "Priya dumped me", "he left me"
         else:
             if any(o.lower_ in _FIRST_PERSON for o in direct):  # "the doctor took me off statins"
                 subject = self.me
             objects = [o for o in direct if o.lower_ not in _FIRST_PERSON]
             objects += [o for _, o in self.pobjs(verb, ("with", "from", "at", "off", "of", "out of", "away from"))]
             for o in objects:
-                if o.lemma_.lower() in ("job", "position", "role", "work"):  # "I left my job (at X)"
+                if o.lemma_.lower() in ("job", "position", "role", "work", "notice"):  # "I left my job (at X)"
                     job = True
                     objects += [x for _, x in self.pobjs(o, ("at", "with", "for"))]
                     continue
@@ -462,8 +464,16 @@ class _Reader:
                 continue
             if self.valued(tok, subj):
                 continue
-            if self.together(tok, subj) is not None and self.table_ending(tok, subj, self.me):
-                continue
+            if (other := self.together(tok, subj)) is not None:
+                if self.table_ending(tok, subj, self.me):
+                    continue
+                relation = lex.TOGETHER.get(tok.lemma_.lower())
+                partner = self.name(other)
+                if relation is not None and partner is not None and not self.negated(tok) \
+                        and not self.conditional(tok):  # "Sam and I got married last year"
+                    named = _Name(self.compound(other), "person") if other.text[:1].isupper() else partner
+                    self.add(self.me, relation, named, self.when(tok, False))
+                    continue
             subject = self.name(subj)
             if subject is None or not (self.about_someone(subj, subject) or self.about_mine(tok, subj)):
                 continue
@@ -581,7 +591,8 @@ class _Reader:
 
     def clause(self, verb: Token, subj_tok: Token, subject: _Name) -> None:
         lemma = verb.lemma_.lower()
-        if lemma in ("be", "become") or (verb.pos_ == "AUX" and lemma in ("be", "'s", "'m", "'re")):
+        if lemma in ("be", "become") or (verb.pos_ == "AUX" and lemma in ("be", "'s", "'m", "'re")) or (
+                lemma == "get" and any(c.dep_ == "acomp" for c in verb.children)):  # "I got married to Sam"
             self.copula(verb, subject)
             return
         if self.table_ending(verb, subj_tok, subject):
@@ -641,6 +652,8 @@ class _Reader:
         if self.no_longer(verb) or self.no_longer(verb_for_time):
             for relation, obj, _ in self.relations(verb, subject):
                 self.end(subject, relation, obj, "no longer")
+            if lemma in _HABITS and not any(self.name(o) for o in self.objects(verb)):  # "I don't drink any more": the habit ends
+                self.end(subject, _HABITS[lemma], None, "no longer")
             return
         if self.negated(verb) or self.negated(verb_for_time):
             if lemma in _PLAN_VERBS and self.future(verb):
@@ -1109,6 +1122,10 @@ class _Reader:
             out.append(("has", _Name(self.noun_phrase(o) if not any(c.dep_ == "nummod" for c in o.children)
                                      else " ".join(t.text for t in o.subtree if t.dep_ in ("nummod",) or t == o),
                                      "concept"), 0.8))
+            return
+        if lemma == "drive" and (obj := self.name(o)) is not None and obj.type != "person" and (
+                o.pos_ == "PROPN" or head in ("car", "van", "truck", "motorbike")):  # "I drive a Skoda now"
+            out.append(("owns_car", replace(obj, type="product"), 0.8))
             return
         if lemma in ("own", "buy", "drive") or (lemma == "have" and head in lex.OWNABLE_HEADS):
             obj = self.name(o)

@@ -150,10 +150,14 @@ class Ender:
     turned: bool = False
     bare: bool = False
     becomes: str | None = None  # the state it leaves its subject in ("retired"), kept as a fact
+    mutual: bool = False  # done to the speaker by the other one ("Priya dumped me", "he left me"): it ends too
 
 
 ENDERS: tuple[Ender, ...] = (
-    Ender("divorce", ("is_married_to",), bare=True, becomes="divorced"),
+    Ender("divorce", ("is_married_to",), bare=True, becomes="divorced", mutual=True),
+    Ender("dump", ("partner_of", "engaged_to"), mutual=True),
+    Ender("lose", ("works_at", "has_pet", "is_married_to", "partner_of")),
+    Ender("hand in", ("works_at",)),
     Ender("separate", ("is_married_to", "partner_of", "engaged_to"), bare=True),
     Ender("break up", ("partner_of", "engaged_to", "is_married_to"), bare=True),
     Ender("split up", ("partner_of", "engaged_to", "is_married_to"), bare=True),
@@ -162,7 +166,8 @@ ENDERS: tuple[Ender, ...] = (
     Ender("retire", ("works_at", "works_as"), bare=True, becomes="retired"),
     Ender("resign", ("works_at", "works_as"), bare=True),
     Ender("quit", ("works_at", "member_of", "studies_at", "smokes", "drinks", "plays", "takes", "diet")),
-    Ender("leave", ("works_at", "member_of", "studies_at", "lives_in", "partner_of")),
+    Ender("leave", ("works_at", "member_of", "studies_at", "lives_in", "partner_of", "is_married_to"),
+          mutual=True),
     Ender("last day", ("works_at", "studies_at")),
     Ender("lay off", ("works_at",), bare=True),
     Ender("let go", ("works_at",), bare=True),

@@ -108,3 +108,41 @@ def test_a_course_planned_for_next_year_is_a_plan_held_now_that_names_its_year()
 
 def test_a_course_being_done_now_is_studied() -> None:
     assert triples("I'm doing an MBA.") == {("Rosa", "studies", "MBA")}
+
+
+def endings(text: str) -> set[tuple[str, str | None, tuple[str, ...]]]:
+    return {(e.relation, e.object, e.relations) for e in read(text).endings}
+
+
+def test_getting_married_to_someone_is_being_married_to_them() -> None:
+    assert triples("I got married to Omar in April.") == {("Rosa", "is_married_to", "Omar")}
+
+
+def test_two_people_marrying_together_said_with_the_other_first() -> None:
+    assert triples("Omar and I got married last year.") == {("Rosa", "is_married_to", "Omar")}
+
+
+def test_being_left_by_someone_ends_whatever_tie_held_them() -> None:
+    (ending,) = read("Ivo dumped me.").endings
+    assert (ending.subject, ending.relation, ending.object) == ("Rosa", "partner_of", "Ivo")
+
+
+def test_losing_a_named_pet_ends_whichever_relation_holds_it() -> None:
+    assert any(obj == "Mopsy" and "has_pet" in others for _, obj, others in
+               endings("We lost our rabbit Mopsy in May."))
+
+
+def test_handing_in_ones_notice_at_a_firm_ends_the_job_there() -> None:
+    assert {(r, o) for r, o, _ in endings("I handed in my notice at Asda.")} == {("works_at", "Asda")}
+
+
+def test_not_drinking_any_more_ends_the_drinking_habit() -> None:
+    assert {(r, o) for r, o, _ in endings("I don't drink any more.")} == {("drinks", None)}
+
+
+def test_the_car_someone_drives_is_the_one_value_car_relation() -> None:
+    assert triples("I drive a Fiat now.") == {("Rosa", "owns_car", "Fiat")}
+
+
+def test_being_based_somewhere_is_living_there() -> None:
+    assert triples("We're based in Cardiff these days.") == {("Rosa", "lives_in", "Cardiff")}
