@@ -24,7 +24,7 @@ KIN = {
     "teacher": "teacher", "tutor": "tutor", "landlord": "landlord", "ex": "ex", "twin": "twin",
 }
 # "team lead", "best friend": the head noun and the words before it that make the role
-KIN_PHRASES = {("team", "lead"): "manager", ("team", "leader"): "manager", ("line", "manager"): "manager",
+KIN_PHRASES = {("team", "lead"): "manager", ("other", "half"): "partner", ("better", "half"): "partner", ("team", "leader"): "manager", ("line", "manager"): "manager",
                ("best", "friend"): "friend", ("little", "brother"): "brother", ("big", "sister"): "sister",
                ("older", "brother"): "brother", ("younger", "sister"): "sister", ("little", "sister"): "sister",
                ("big", "brother"): "brother", ("older", "sister"): "sister", ("younger", "brother"): "brother",
@@ -175,4 +175,4 @@ DEGREES = frozenset("""master masters phd doctorate degree mba bachelor bachelor
 msc ma ba bsc llm pgce""".split())
 
 # what two people do together, said as "Sam and I ...": the relation it gives the speaker toward the other
-TOGETHER = {"marry": "is_married_to", "engage": "engaged_to", "date": "partner_of"}
+TOGETHER = {"marry": "is_married_to", "engage": "engaged_to", "date": "partner_of", "be together": "partner_of"}

@@ -211,7 +211,8 @@ class _Reader:
         return any(c.dep_ == "poss" and c.lower_ in _MY for c in tok.children)
 
     def kin_word(self, tok: Token) -> str | None:
-        return lex.KIN.get(tok.lower_) or lex.KIN.get(tok.lemma_.lower())
+        return lex.KIN.get(tok.lower_) or lex.KIN.get(tok.lemma_.lower()) or next(
+            (r for c in tok.lefts if (r := lex.KIN_PHRASES.get((c.lower_, tok.lower_))) in ("partner",)), None)
 
     def kin_phrase(self, tok: Token) -> str:
         mods = [c.lower_ for c in tok.lefts if c.dep_ in ("amod", "compound")]
@@ -237,6 +238,9 @@ class _Reader:
                 return self.proper(n)  # "my daughter Claire rings ...": the name went inside a misread noun
         if tok.head.pos_ == "PROPN" and tok.dep_ == "compound" and tok.head.i == tok.i + 1:
             return self.proper(tok.head)
+        if tok.dep_ == "nsubj" and (sib := next((c for c in tok.head.children if c.dep_ == "nsubj" and c.i > tok.i
+                                                 and c.pos_ == "PROPN" and self.doc[c.i - 1].text == ","), None)):
+            return self.proper(sib)  # "my other half, Jo, is ...": the name the parse made a second subject
         if tok.i + 1 < len(self.doc) and (nxt := self.doc[tok.i + 1]).pos_ == "PROPN" and nxt.dep_ in (
                 "nsubj", "nsubjpass", "npadvmod") and tok.dep_ == "npadvmod" and not _timeish(nxt):  # "my cousin
             # Priti lives ..."
@@ -398,6 +402,10 @@ class _Reader:
             return subj_tok if any(c.lower_ in _FIRST_PERSON for c in subj_tok.conjuncts) else None
         if (other := next((c for c in subj_tok.conjuncts if c.lower_ not in _FIRST_PERSON), None)) is not None:
             return other  # "Me and Ola split up"
+        head = verb.head  # "Kit and I have been together": the name parsed as the root, the verb its conjunct
+        if verb.dep_ == "conj" and head.i < subj_tok.i and head.pos_ in ("PROPN", "NOUN") and any(
+                x.dep_ == "cc" and x.lower_ == "and" for x in head.children):
+            return head
         return next((c for c in verb.children if c.i < subj_tok.i and c.dep_ in ("npadvmod", "nsubj", "nsubjpass")
                      and any(x.dep_ == "cc" and x.lower_ == "and" for x in c.children)), None)
 
@@ -467,7 +475,8 @@ class _Reader:
             if (other := self.together(tok, subj)) is not None:
                 if self.table_ending(tok, subj, self.me):
                     continue
-                relation = lex.TOGETHER.get(tok.lemma_.lower())
+                relation = lex.TOGETHER.get(tok.lemma_.lower() if tok.lemma_.lower() != "be" or not any(
+                    c.lower_ == "together" for c in tok.children) else "be together")
                 partner = self.name(other)
                 if relation is not None and partner is not None and not self.negated(tok) \
                         and not self.conditional(tok):  # "Sam and I got married last year"
@@ -1160,7 +1169,7 @@ class _Reader:
                 obj = self.name(o)
                 if obj is None:
                     continue
-                if prep == "from" and obj.type in ("place", UNTYPED):
+                if prep == "from" and (obj.type in ("place", UNTYPED) or o.pos_ == "PROPN"):
                     self.add(subject, "from", replace(obj, type="place"), when)
                 elif prep == "in" and future and obj.type == "place":
                     self.add(subject, "plans_to_visit", obj)
@@ -1198,10 +1207,18 @@ class _Reader:
         if not subject.someone:
             return False
         perfect = verb.tag_ == "VBN" and any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
-        for prep, o in self.pobjs(verb, ("in", "at", "on")):
+        for prep, o in self.pobjs(verb, ("in", "at", "on", "with")):
             obj = self.name(o)
             if obj is None or obj.speaker:
                 continue
+            firm = o.pos_ == "PROPN" and o.ent_type_ not in ("LOC", "FAC", "EVENT", "DATE", "TIME", "GPE", "PERSON")
+            if prep in ("at", "with") and firm and perfect:  # "I've been at Deloitte for three years"
+                self.add(subject, "works_at", replace(obj, type="organization"), when)
+                return True
+            if prep == "with" and (firm or o.ent_type_ == "ORG") and lex.PRESENT_WORDS & {
+                    c.lower_ for c in verb.subtree}:
+                self.add(subject, "works_at", obj, when)  # "I'm with Deloitte now"
+                return True
             if prep == "in" and perfect and (obj.type == "place" or (obj.type == UNTYPED and o.pos_ == "PROPN")):
                 self.add(subject, "lives_in", replace(obj, type="place"), when)  # "we've been in Ghent since 2017"
                 return True
@@ -1251,6 +1268,8 @@ class _Reader:
                 return
         if a.dep_ == "acomp" or a.pos_ == "ADJ" or self.state(a) is not None:
             preps = [(p.lower_, o) for p in a.children if p.dep_ == "prep" for o in p.children if o.dep_ == "pobj"]
+            preps += [("to", x) for x in a.children if x.dep_ == "xcomp" and any(  # "allergic to shellfish" read
+                c.lower_ == "to" and c.dep_ == "aux" for c in x.children)]
             for prep, o in preps:
                 relation = lex.ADJ_RELATIONS.get((word, prep))
                 obj = self.name(o)

@@ -146,3 +146,25 @@ def test_the_car_someone_drives_is_the_one_value_car_relation() -> None:
 
 def test_being_based_somewhere_is_living_there() -> None:
     assert triples("We're based in Cardiff these days.") == {("Rosa", "lives_in", "Cardiff")}
+
+
+def test_being_with_a_company_now_is_working_there() -> None:
+    assert triples("I'm with Accenture now.") == {("Rosa", "works_at", "Accenture")}
+
+
+def test_having_been_at_a_firm_for_years_is_working_there_since() -> None:
+    assert dated("I've been at Accenture for two years.") == {
+        ("Rosa", "works_at", "Accenture"): datetime(2024, 6, 15, tzinfo=UTC)}
+
+
+def test_an_other_half_named_between_commas_is_the_partner_and_the_subject() -> None:
+    assert triples("My other half, Kit, is a nurse.") == {("Kit", "partner_of", "Rosa"), ("Kit", "works_as", "nurse")}
+
+
+def test_two_people_together_for_years_are_partners_since() -> None:
+    assert dated("Kit and I have been together for six years.") == {
+        ("Rosa", "partner_of", "Kit"): datetime(2020, 6, 16, tzinfo=UTC)}
+
+
+def test_an_allergy_the_tagger_read_as_an_infinitive_is_still_an_allergy() -> None:
+    assert triples("I'm allergic to shellfish.") == {("Rosa", "allergic_to", "shellfish")}
