@@ -162,6 +162,7 @@ VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] 
     ("eat", None, "dobj", "eats", None, None),
     ("smoke", None, "dobj", "smokes", None, None),
     ("use", None, "dobj", "uses", None, None),
+    ("switch", None, "to", "uses", None, None),
     ("attend", None, "dobj", "attends", None, None),
     ("volunteer", None, "at for with", "volunteers_at", "organization", None),
     ("diagnose", None, "with", "has_condition", "condition", None),

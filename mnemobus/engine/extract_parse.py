@@ -620,6 +620,8 @@ class _Reader:
                 (c for c in verb.children if c.dep_ == "xcomp" and c.tag_ == "VB"
                  and any(a.lower_ == "to" for a in c.children)), None)) is not None \
                 and not (lemma == "decide" and inner.lemma_.lower() in _PLAN_VERBS | {"move"}):
+            if self.table_ending(inner, subj_tok, subject):  # "we had to rehome Miso"
+                return
             if not self.relations(inner, subject):  # a lasting fact the inner verb states is read below
                 self.event(inner, subject, self.when(verb, False), lead=verb)
                 return

@@ -42,6 +42,7 @@ _DIETS = _words("vegan vegetarian pescatarian pescetarian keto paleo carnivore f
                 "gluten-free dairy-free teetotal sober")
 _MARITAL = _words("married single divorced widowed engaged separated")
 _WORK_STATES = _words("retired unemployed self-employed freelance")
+_PHONES = _words("iphone pixel galaxy samsung android nokia motorola oneplus xiaomi huawei fairphone blackberry")
 
 RELATIONS: tuple[Relation, ...] = (
     # -- one value at a time ---------------------------------------------------------------------------------
@@ -70,6 +71,8 @@ RELATIONS: tuple[Relation, ...] = (
     Relation("phone", "someone's phone number", "person", "concept", True, ("phone_number", "has_phone_number")),
     Relation("email", "someone's email address", "person", "concept", True, ("email_address", "has_email")),
     Relation("owns_car", "the car someone drives now", "person", "product", True, ("drives", "has_car", "car")),
+    Relation("uses_phone", "the phone someone uses now", "person", "product", True, ("phone_model",),
+             values=_PHONES),
     Relation("studies_at", "where someone studies now", "person", "organization", True,
              ("student_at", "enrolled_at", "attends_university")),
     # -- many at a time --------------------------------------------------------------------------------------
@@ -101,7 +104,7 @@ for _r in RELATIONS:
     for _i in _r.inverses:
         _BY_NAME.setdefault(_i, (_r, True))
 _BY_VALUE: dict[str, Relation] = {v: r for r in RELATIONS for v in r.values}
-_GENERIC = frozenset({"is", "be", "is_a_state", "works_as", "is_a"})  # relations a value may specialise
+_GENERIC = frozenset({"is", "be", "is_a_state", "works_as", "is_a", "uses", "owns"})  # a value may specialise
 
 
 def _key(relation: str) -> str:
@@ -114,7 +117,8 @@ def canonical(relation: str, obj: str | None = None) -> tuple[str, bool]:
     key = _key(relation)
     if key.startswith("favorite_"):
         key = "favourite_" + key.removeprefix("favorite_")
-    if obj is not None and key in _GENERIC and (by_value := _BY_VALUE.get(obj.strip().lower())) is not None:
+    if obj is not None and key in _GENERIC and (by_value := _BY_VALUE.get(obj.strip().lower()) or _BY_VALUE.get(
+            obj.strip().lower().split(" ")[0])) is not None:  # "Pixel 8" is a phone as "Pixel" is
         return by_value.name, False
     found = _BY_NAME.get(key)
     if found is None:
@@ -172,7 +176,7 @@ ENDERS: tuple[Ender, ...] = (
     Ender("lay off", ("works_at",), bare=True),
     Ender("let go", ("works_at",), bare=True),
     Ender("fire", ("works_at",), bare=True),
-    Ender("graduate", ("studies_at",)),
+    Ender("graduate", ("studies_at",), bare=True),
     Ender("drop out", ("studies_at",)),
     Ender("move out", ("lives_in",), bare=True),
     Ender("move away", ("lives_in",)),

@@ -97,3 +97,16 @@ async def test_a_denied_leaving_ends_nothing(api: Api, group_id: str) -> None:
     await api.say(group_id, "I work for Brightwave.")
     await api.say(group_id, "I didn't leave Brightwave, I only changed teams.")
     assert "tester works at Brightwave" in await held(api, group_id, "Brightwave work")
+
+
+async def test_switching_phones_ends_the_old_phone(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I use an iPhone.")
+    await api.say(group_id, "I switched to a Pixel last month.")
+    facts = await held(api, group_id, "phone iPhone Pixel")
+    assert "tester uses Pixel" in facts and "tester uses iPhone" not in facts
+
+
+async def test_a_pet_rehomed_after_a_lead_verb_is_no_longer_kept(api: Api, group_id: str) -> None:
+    await api.say(group_id, "We have a rabbit called Clover.")
+    await api.say(group_id, "We had to rehome Clover.")
+    assert "tester has a pet, Clover" not in await held(api, group_id, "Clover rabbit pet")

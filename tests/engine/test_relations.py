@@ -61,3 +61,12 @@ def test_an_endings_alternatives_are_canonical_too() -> None:
     e = ExtractedEnding("Lotte", "has_manager", "Gareth", "left", relations=("employed_by",))
     (got,) = canonical_extraction(Extraction((), (), (e,))).endings
     assert (got.relation, got.relations) == ("reports_to", ("works_at",))
+
+
+def test_a_phone_a_generic_uses_names_is_the_one_value_phone_relation() -> None:
+    assert canonical("uses", "Pixel 8") == ("uses_phone", False) and one_value("uses_phone")
+
+
+def test_graduating_ends_studies_without_naming_where() -> None:
+    row = ender("graduate")
+    assert row is not None and row.bare and row.ends == ("studies_at",)
