@@ -176,4 +176,8 @@ DEGREES = frozenset("""master masters phd doctorate degree mba bachelor bachelor
 msc ma ba bsc llm pgce""".split())
 
 # what two people do together, said as "Sam and I ...": the relation it gives the speaker toward the other
-TOGETHER = {"marry": "is_married_to", "engage": "engaged_to", "date": "partner_of", "be together": "partner_of"}
+TOGETHER = {"marry": "is_married_to", "engage": "engaged_to", "date": "partner_of", "together": "partner_of",
+            "married": "is_married_to", "engaged": "engaged_to"}
+
+# "my phone number is ...", "my email is ...": the noun that names a contact detail, and its relation
+CONTACTS = {"number": "phone", "mobile": "phone", "phone": "phone", "email": "email", "e-mail": "email"}

@@ -318,7 +318,8 @@ class _Reader:
     def planned(self, text: str, relation: str, when: datetime | None) -> tuple[str, datetime | None]:
         """A plan is held from when it is told: "a master's next year" is a plan now, for next year (the date goes
         into its sentence), not a fact that starts being true next year."""
-        if when is None or when <= self.reference or not (relation.startswith("plans_") or " plans to " in text):
+        if when is None or when <= self.reference or not (relation.startswith("plans_") or " plans to " in text
+                                                          or relation in ("expecting",)):
             return text, when
         return f"{text} ({when:%Y-%m-%d})", None
 
@@ -475,8 +476,9 @@ class _Reader:
             if (other := self.together(tok, subj)) is not None:
                 if self.table_ending(tok, subj, self.me):
                     continue
-                relation = lex.TOGETHER.get(tok.lemma_.lower() if tok.lemma_.lower() != "be" or not any(
-                    c.lower_ == "together" for c in tok.children) else "be together")
+                relation = lex.TOGETHER.get(tok.lemma_.lower()) if tok.lemma_.lower() != "be" else next(
+                    (lex.TOGETHER[c.lower_] for c in tok.children  # "Sam and I are married / have been together"
+                     if c.dep_ in ("acomp", "advmod", "attr") and c.lower_ in lex.TOGETHER), None)
                 partner = self.name(other)
                 if relation is not None and partner is not None and not self.negated(tok) \
                         and not self.conditional(tok):  # "Sam and I got married last year"
@@ -489,6 +491,9 @@ class _Reader:
             if subject.type == "person" and not subject.speaker:
                 self.last_person = subject
             self.clause(tok, subj, subject)
+            for other in subj.conjuncts:  # "my partner and I live in Cork": the speaker lives there too
+                if (also := self.name(other)) is not None and also.someone and also != subject:
+                    self.clause(tok, other, also)
 
     def valued(self, verb: Token, subj: Token) -> bool:
         """"Unconditional love is so important", "self-care is really important to me", "my family means the world
@@ -574,7 +579,7 @@ class _Reader:
         if any(w in text.split() for w in ("tomorrow", "next", "soon", "later")):
             return True
         return verb.tag_ == "VBG" and bool(aux & {"am", "'m", "is", "'s", "are", "'re"}) and \
-            verb.lemma_.lower() in _PLAN_VERBS | {"move"}
+            verb.lemma_.lower() in _PLAN_VERBS | {"move", "expect"}
 
     def objects(self, verb: Token, deps: tuple[str, ...] = ("dobj",)) -> list[Token]:
         out = []
@@ -605,6 +610,11 @@ class _Reader:
             self.copula(verb, subject)
             return
         if self.table_ending(verb, subj_tok, subject):
+            return
+        if lemma in ("go", "turn") and (state := next((self.state(c) for c in verb.children if c.dep_ in (
+                "acomp", "attr", "oprd", "dobj", "advmod") and self.state(c)), None)) is not None:
+            if not self.negated(verb) and not self.conditional(verb):  # "I went vegan in January"
+                self.add(subject, "is", _Name(state, "concept"), self.when(verb, False))
             return
         if lemma in ("move", "break", "split") and self.parting(verb, subject):
             return
@@ -1033,7 +1043,7 @@ class _Reader:
                     out.append(("born_in", obj, 0.8))
         elif lemma == "expect":
             for o in self.objects(verb):
-                if o.lemma_.lower() in ("baby", "child", "twins"):
+                if o.lemma_.lower() in ("baby", "child", "twins", "twin", "triplets"):
                     put("expecting", o)
         elif lemma == "go":
             for _, o in self.pobjs(verb, ("to",)):
@@ -1196,6 +1206,13 @@ class _Reader:
                 self.last_person = person
                 return True
             return False
+        if self.mine(subj_tok) and (kind := lex.CONTACTS.get(subj_tok.lemma_.lower())) is not None:
+            words = [t for t in self.doc[verb.i + 1 : verb.sent.end] if not t.is_punct or t.text in "@.+-"]
+            value = "".join(t.text_with_ws for t in words).strip(" .")
+            if value:  # "my phone number is 07700 900123", "my email is jo@example.org"
+                relation = "email" if kind == "email" or any(c.lower_ == "email" for c in subj_tok.lefts) else kind
+                self.add(self.me, relation, _Name(value, "concept"), when)
+                return True
         home = attr is not None and attr.lemma_.lower() == "home" and not any(
             c.dep_ == "poss" and c.lower_ not in _MY for c in attr.children)
         if home and subj_tok is not verb and (place := self.name(subj_tok)) is not None and not place.speaker \
@@ -1298,12 +1315,12 @@ class _Reader:
         if negated and not ended:
             return
         # "I'm a nurse at St Mary's", "Oliver is a vet", "she's a fan of opera"
-        if word == "fan":
+        if word in ("fan", "member"):  # "I'm a big fan of jazz", "I'm a member of the tennis club"
             for _, o in [(p.lower_, o) for p in a.children if p.dep_ == "prep" and p.lower_ == "of"
                          for o in p.children if o.dep_ == "pobj"]:
                 obj = self.name(o)
                 if obj is not None:
-                    self.add(subject, "likes", obj, when)
+                    self.add(subject, "likes" if word == "fan" else "member_of", obj, when)
             return
         if subject.type in ("person",) and self.is_job(a):
             job = _Name(self.job_phrase(a), "concept")

@@ -168,3 +168,29 @@ def test_two_people_together_for_years_are_partners_since() -> None:
 
 def test_an_allergy_the_tagger_read_as_an_infinitive_is_still_an_allergy() -> None:
     assert triples("I'm allergic to shellfish.") == {("Rosa", "allergic_to", "shellfish")}
+
+
+def test_membership_said_with_a_noun_is_membership() -> None:
+    assert triples("I'm a member of the chess club.") == {("Rosa", "member_of", "chess club")}
+
+
+def test_going_vegetarian_is_being_vegetarian_from_then() -> None:
+    assert dated("I went vegetarian in March.") == {("Rosa", "is", "vegetarian"): datetime(2026, 3, 1, tzinfo=UTC)}
+
+
+def test_a_phone_number_and_an_email_are_contact_facts() -> None:
+    assert triples("My phone number is 0161 496 0000.") == {("Rosa", "phone", "0161 496 0000")}
+    assert triples("My email is rosa@example.org.") == {("Rosa", "email", "rosa@example.org")}
+
+
+def test_a_baby_due_later_is_expected_now() -> None:
+    (fact,) = read("We're expecting a baby in November.").facts
+    assert (fact.relation, fact.object, fact.valid_from) == ("expecting", "baby", None)
+
+
+def test_what_the_speaker_and_another_do_is_said_of_both() -> None:
+    assert ("Rosa", "lives_in", "Sligo") in triples("My brother and I live in Sligo.")
+
+
+def test_two_people_said_to_be_married_are_married_to_each_other() -> None:
+    assert triples("Omar and I are married.") == {("Rosa", "is_married_to", "Omar")}
