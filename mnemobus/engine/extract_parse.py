@@ -307,6 +307,15 @@ class _Reader:
             confidence: float = 0.8) -> None:
         if subject.text == obj.text or not obj.text or not subject.text:
             return
+        if relation == "ex_of" and obj.speaker:  # "Tom is my ex now": whatever tie they had ends
+            first, *others = rel.EX_ENDS
+            self.end(obj, first, subject, "ex", when, others=tuple(others))
+        if relation == "is" and subject.someone and (row := rel.ender(obj.text)) is not None and row.bare and not any(
+                e.subject == subject.text and e.relation == row.ends[0] for e in self.endings):
+            first, *others = row.ends  # "I'm single now", "I'm unemployed": what the state rules out ends
+            self.end(subject, first, None, obj.text, when, others=tuple(others))
+            if row.quiet:  # "we're divorced now": the marriage ends; the state says nothing more
+                return
         for who in (subject, obj):
             if who.text in self.unnamed_kin and not relation.endswith("_of"):  # "my mum lives with us"
                 self.add(who, f"{self.unnamed_kin[who.text]}_of", self.me)
@@ -480,10 +489,10 @@ class _Reader:
                     (lex.TOGETHER[c.lower_] for c in tok.children  # "Sam and I are married / have been together"
                      if c.dep_ in ("acomp", "advmod", "attr") and c.lower_ in lex.TOGETHER), None)
                 partner = self.name(other)
-                if relation is not None and partner is not None and not self.negated(tok) \
-                        and not self.conditional(tok):  # "Sam and I got married last year"
+                if relation is not None and partner is not None and not self.conditional(tok):
                     named = _Name(self.compound(other), "person") if other.text[:1].isupper() else partner
-                    self.add(self.me, relation, named, self.when(tok, False))
+                    # "Sam and I got married last year"; "Tom and I aren't together any more" ends it
+                    self.say(self.negated(tok) or self.no_longer(tok), self.me, relation, named, self.when(tok, False))
                     continue
             subject = self.name(subj)
             if subject is None or not (self.about_someone(subj, subject) or self.about_mine(tok, subj)):
@@ -1041,6 +1050,9 @@ class _Reader:
                     obj = _Name(span.text, "date")
                 if obj is not None:
                     out.append(("born_in", obj, 0.8))
+        elif lemma == "see" and verb.tag_ == "VBG":  # "I'm seeing Tom": dating
+            for o in self.objects(verb):
+                put("partner_of", o, "person", lambda t, n: t.pos_ == "PROPN" and n.type in ("person", UNTYPED))
         elif lemma == "expect":
             for o in self.objects(verb):
                 if o.lemma_.lower() in ("baby", "child", "twins", "twin", "triplets"):
@@ -1171,7 +1183,7 @@ class _Reader:
             return
         future = self.future(verb)
         when = self.when(verb, future)
-        if not negated and not future and self.copula_rows(verb, subj_tok, subject, when):
+        if not future and self.copula_rows(verb, subj_tok, subject, when, negated or ended):
             return
         for attr in [c for c in verb.children if c.dep_ in ("attr", "acomp", "oprd")]:
             for a in [attr, *[x for x in attr.conjuncts if x.i > attr.i]]:
@@ -1191,10 +1203,12 @@ class _Reader:
                         subject.someone:  # "I was at a jazz gig last night"
                     self.add(subject, "plans_to_attend" if future else "attended", replace(obj, type="event"), when)
 
-    def copula_rows(self, verb: Token, subj_tok: Token, subject: _Name, when: datetime | None) -> bool:
+    def copula_rows(self, verb: Token, subj_tok: Token, subject: _Name, when: datetime | None,
+                    deny: bool = False) -> bool:
         """Copulas that say where someone lives, works or what they take, in the words people use: "my wife's name
         is Kemi", "Leeds is home now" / "home is Leeds", "we've been in Ghent since 2017", "I'm at PwC now",
-        "I'm on amlodipine"."""
+        "I'm on amlodipine"; denied ("I'm not with Deloitte any more", "we're not together now", "I'm off the
+        pills"), each ends what it would have stated."""
         attr = next((c for c in verb.children if c.dep_ in ("attr", "acomp", "advmod") and c.lemma_.lower() != "now"
                      and c.lower_ not in ("also", "still", "really", "just")), None)
         owner = next((c for c in subj_tok.children if c.dep_ == "poss"), None)
@@ -1202,7 +1216,7 @@ class _Reader:
             role = self.kin_role(owner) if self.mine(owner) else None
             if role is not None:  # "my wife's name is Kemi": Kemi is the wife, and "she" after it
                 person = _Name(self.proper(attr), "person")
-                self.add(person, f"{role}_of", self.me, when)
+                self.say(deny, person, f"{role}_of", self.me, when)
                 self.last_person = person
                 return True
             return False
@@ -1211,44 +1225,57 @@ class _Reader:
             value = "".join(t.text_with_ws for t in words).strip(" .")
             if value:  # "my phone number is 07700 900123", "my email is jo@example.org"
                 relation = "email" if kind == "email" or any(c.lower_ == "email" for c in subj_tok.lefts) else kind
-                self.add(self.me, relation, _Name(value, "concept"), when)
+                self.say(deny, self.me, relation, _Name(value, "concept"), when)
                 return True
         home = attr is not None and attr.lemma_.lower() == "home" and not any(
             c.dep_ == "poss" and c.lower_ not in _MY for c in attr.children)
         if home and subj_tok is not verb and (place := self.name(subj_tok)) is not None and not place.speaker \
                 and (place.type == "place" or subj_tok.pos_ == "PROPN"):  # "Leeds is home now"
-            self.add(self.me, "lives_in", replace(place, type="place"), when)
+            self.say(deny, self.me, "lives_in", replace(place, type="place"), when)
             return True
         if subj_tok.lemma_.lower() == "home" and attr is not None and attr.pos_ == "PROPN" and (
                 (place := self.name(attr)) is not None):  # "home is Leeds these days"
-            self.add(self.me, "lives_in", replace(place, type="place"), when)
+            self.say(deny, self.me, "lives_in", replace(place, type="place"), when)
+            return True
+        if attr is not None and attr.lower_ == "together" and subject.speaker and deny:
+            self.end(self.me, "partner_of", None, "no longer", when, others=("engaged_to",))  # "we're not together"
             return True
         if not subject.someone:
             return False
         perfect = verb.tag_ == "VBN" and any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
-        for prep, o in self.pobjs(verb, ("in", "at", "on", "with")):
+        for prep, o in self.pobjs(verb, ("in", "at", "on", "with", "off")):
             obj = self.name(o)
             if obj is None or obj.speaker:
                 continue
             firm = o.pos_ == "PROPN" and o.ent_type_ not in ("LOC", "FAC", "EVENT", "DATE", "TIME", "GPE", "PERSON")
             if prep in ("at", "with") and firm and perfect:  # "I've been at Deloitte for three years"
-                self.add(subject, "works_at", replace(obj, type="organization"), when)
+                self.say(deny, subject, "works_at", replace(obj, type="organization"), when)
                 return True
-            if prep == "with" and (firm or o.ent_type_ == "ORG") and lex.PRESENT_WORDS & {
-                    c.lower_ for c in verb.subtree}:
-                self.add(subject, "works_at", obj, when)  # "I'm with Deloitte now"
+            if prep == "with" and (firm or o.ent_type_ == "ORG") and (deny or lex.PRESENT_WORDS & {
+                    c.lower_ for c in verb.subtree}):
+                self.say(deny, subject, "works_at", obj, when)  # "I'm with Deloitte now"
                 return True
             if prep == "in" and perfect and (obj.type == "place" or (obj.type == UNTYPED and o.pos_ == "PROPN")):
-                self.add(subject, "lives_in", replace(obj, type="place"), when)  # "we've been in Ghent since 2017"
+                self.say(deny, subject, "lives_in", replace(obj, type="place"), when)  # "we've been in Ghent since 2017"
                 return True
             if prep == "at" and o.pos_ == "PROPN" and o.ent_type_ not in ("LOC", "FAC", "EVENT", "DATE", "TIME") \
                     and lex.PRESENT_WORDS & {c.lower_ for c in verb.subtree}:  # "I'm at PwC now"
-                self.add(subject, "works_at", replace(obj, type="organization"), when)
+                self.say(deny, subject, "works_at", replace(obj, type="organization"), when)
+                return True
+            if prep == "off" and _medicine(o):  # "I'm off the pills now"
+                self.end(subject, "takes", replace(obj, type="concept"), "off", when)
                 return True
             if prep == "on" and _medicine(o):  # "I'm on amlodipine", "she's on statins"
-                self.add(subject, "takes", replace(obj, type="concept"), when)
+                self.say(deny, subject, "takes", replace(obj, type="concept"), when)
                 return True
         return False
+
+    def say(self, deny: bool, subject: _Name, relation: str, obj: _Name, when: datetime | None = None) -> None:
+        """A fact, or its end when the clause denies it ("I'm not with X any more"): a denial never confirms."""
+        if deny:
+            self.end(subject, relation, obj, "no longer", when)
+        else:
+            self.add(subject, relation, obj, when)
 
     def copula_part(self, verb: Token, subj_tok: Token, subject: _Name, a: Token, negated: bool, ended: bool,
                     when: datetime | None, past: bool = False) -> None:
@@ -1301,9 +1328,6 @@ class _Reader:
                 self.add(subject, relation, obj, when)
             state = self.state(a)
             if state is not None and not any(lex.ADJ_RELATIONS.get((word, p)) for p, _ in preps):
-                if state == "divorced" and not negated:
-                    self.end(subject, "is_married_to", None, "divorced", when)
-                    return
                 if negated or ended or past:  # "I'm not vegan (any more)": a denial ends, never confirms
                     self.end(subject, "is", _Name(state, "concept"), "past tense" if past else "no longer"
                              if ended else "not", past=past)

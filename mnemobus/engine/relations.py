@@ -154,11 +154,13 @@ class Ender:
     turned: bool = False
     bare: bool = False
     becomes: str | None = None  # the state it leaves its subject in ("retired"), kept as a fact
+    # a state row ("single", "divorced"): `quiet` says the state itself is no fact worth keeping, only what it ends
+    quiet: bool = False
     mutual: bool = False  # done to the speaker by the other one ("Priya dumped me", "he left me"): it ends too
 
 
 ENDERS: tuple[Ender, ...] = (
-    Ender("divorce", ("is_married_to",), bare=True, becomes="divorced", mutual=True),
+    Ender("divorce", ("is_married_to",), bare=True, mutual=True),
     Ender("dump", ("partner_of", "engaged_to"), mutual=True),
     Ender("lose", ("works_at", "has_pet", "is_married_to", "partner_of")),
     Ender("hand in", ("works_at",)),
@@ -179,6 +181,12 @@ ENDERS: tuple[Ender, ...] = (
     Ender("graduate", ("studies_at",), bare=True),
     Ender("drop out", ("studies_at",)),
     Ender("move out", ("lives_in",), bare=True),
+    Ender("move on", ("works_at", "partner_of", "member_of", "studies_at")),
+    Ender("single", ("partner_of", "is_married_to", "engaged_to"), bare=True),
+    Ender("divorced", ("is_married_to",), bare=True, quiet=True),
+    Ender("widowed", ("is_married_to",), bare=True),
+    Ender("unemployed", ("works_at", "works_as"), bare=True),
+    Ender("retired", ("works_at", "works_as"), bare=True),
     Ender("move away", ("lives_in",)),
     Ender("sell", ("owns", "owns_car")),
     Ender("take off", ("takes",)),
@@ -191,6 +199,8 @@ ENDERS: tuple[Ender, ...] = (
     Ender("rehome", ("has_pet",)),
 )
 _ENDERS = {e.phrase: e for e in ENDERS}
+# "Tom is my ex": the ties an ex no longer has with the speaker
+EX_ENDS = ("partner_of", "is_married_to", "engaged_to")
 
 
 def ender(phrase: str) -> Ender | None:

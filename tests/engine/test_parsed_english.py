@@ -194,3 +194,23 @@ def test_what_the_speaker_and_another_do_is_said_of_both() -> None:
 
 def test_two_people_said_to_be_married_are_married_to_each_other() -> None:
     assert triples("Omar and I are married.") == {("Rosa", "is_married_to", "Omar")}
+
+
+def test_a_denied_copula_ends_what_it_would_have_stated() -> None:
+    assert {(r, o) for r, o, _ in endings("I'm not with Accenture any more.")} == {("works_at", "Accenture")}
+
+
+def test_two_people_no_longer_together_end_their_partnership() -> None:
+    assert {(r, o) for r, o, _ in endings("Kit and I aren't together any more.")} == {("partner_of", "Kit")}
+
+
+def test_an_ex_is_no_longer_a_partner_or_spouse() -> None:
+    assert ("partner_of", "Ivo", ("is_married_to", "engaged_to")) in endings("Ivo is my ex now.")
+
+
+def test_being_single_ends_any_partner() -> None:
+    assert ("partner_of", None) in {(r, o) for r, o, _ in endings("I'm single now.")}
+
+
+def test_seeing_someone_is_dating_them() -> None:
+    assert triples("I'm seeing Ivo.") == {("Rosa", "partner_of", "Ivo")}
