@@ -167,6 +167,7 @@ VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] 
     ("volunteer", None, "at for with", "volunteers_at", "organization", None),
     ("diagnose", None, "with", "has_condition", "condition", None),
     ("marry", None, "dobj", "is_married_to", "person", None),
+    ("marry", None, "to", "is_married_to", "person", None),
     ("cycle", None, "to", "cycles_to", None, None),
     ("learn", None, "dobj", "learning", None, None),
 )

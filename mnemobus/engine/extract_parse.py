@@ -470,6 +470,14 @@ class _Reader:
             if subj is None and self.unsaid_i(tok):  # "Started swimming again this month", "Been to Rome once"
                 self.clause(tok, tok, self.me)
                 continue
+            if subj is None and self.unsaid_i(tok, ongoing=True):  # "Living in Leeds these days": a lasting fact
+                if tok.lemma_.lower() in _PLAN_VERBS:  # only, never an event; "Going to Rome next week": a plan
+                    if self.future(tok):
+                        self.plan_or_visit(tok, self.me, future=True)
+                    continue
+                for relation, obj, conf in self.relations(tok, self.me):
+                    self.add(self.me, relation, obj, self.when(tok, False), conf)
+                continue
             aux_be = next((c for c in tok.children if c.dep_ in ("aux", "auxpass") and c.lemma_.lower() == "be"), None)
             if tok.pos_ == "ADJ" and tok.dep_ == "ROOT" and aux_be is not None and (subj := subj or next(
                     (c for c in aux_be.children if c.dep_ == "nsubj"), None)) is not None:
@@ -532,13 +540,16 @@ class _Reader:
         self.told(self.me, "values", _Name(phrase, "concept"), f"{self.me.text} values {phrase}", None)
         return True
 
-    def unsaid_i(self, verb: Token) -> bool:
+    def unsaid_i(self, verb: Token, ongoing: bool = False) -> bool:
         """Talk drops the "I" before a past verb that opens a sentence ("Went to Rome once", "Started a new job
         today"); an imperative ("Keep going"), a present ("Sounds great") or a question keeps no such subject."""
         inflected = verb.tag_ == "VB" and (verb.lower_ in lex.PAST_FORMS or (  # "Got a new job": no imperative
             verb.lower_.endswith("ed") and verb.lower_ != verb.lemma_.lower()))
-        if verb.dep_ != "ROOT" or verb.pos_ not in ("VERB", "AUX") or (verb.tag_ not in ("VBD", "VBN")
-                                                                       and not inflected):
+        if ongoing:  # "Living in Leeds these days": a dropped "I'm"
+            inflected, tags = verb.tag_ == "VBG", ()
+        else:
+            tags = ("VBD", "VBN")
+        if verb.dep_ != "ROOT" or verb.pos_ not in ("VERB", "AUX") or (verb.tag_ not in tags and not inflected):
             return False
         if any(c.dep_ in ("nsubj", "nsubjpass", "expl", "csubj") for c in verb.children):
             return False
@@ -1242,7 +1253,8 @@ class _Reader:
             return True
         if not subject.someone:
             return False
-        perfect = verb.tag_ == "VBN" and any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
+        perfect = verb.tag_ == "VBN" and (any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
+                                          or (verb.dep_ == "ROOT" and subj_tok is verb))  # "Been at X since May"
         for prep, o in self.pobjs(verb, ("in", "at", "on", "with", "off")):
             obj = self.name(o)
             if obj is None or obj.speaker:

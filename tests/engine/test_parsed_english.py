@@ -214,3 +214,16 @@ def test_being_single_ends_any_partner() -> None:
 
 def test_seeing_someone_is_dating_them() -> None:
     assert triples("I'm seeing Ivo.") == {("Rosa", "partner_of", "Ivo")}
+
+
+def test_a_dropped_im_before_an_ongoing_verb_states_the_lasting_fact() -> None:
+    assert triples("Living in Swansea these days.") == {("Rosa", "lives_in", "Swansea")}
+    assert triples("Working at Siemens now.") == {("Rosa", "works_at", "Siemens")}
+
+
+def test_a_dropped_im_before_going_somewhere_next_week_is_a_plan_not_a_visit() -> None:
+    assert triples("Going to Porto next week.") == {("Rosa", "plans_to_visit", "Porto")}
+
+
+def test_a_dropped_ive_before_been_at_a_firm_since_a_month_is_working_there_since() -> None:
+    assert dated("Been at Siemens since March.") == {("Rosa", "works_at", "Siemens"): datetime(2026, 3, 1, tzinfo=UTC)}
