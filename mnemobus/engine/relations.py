@@ -120,10 +120,24 @@ def canonical(relation: str, obj: str | None = None) -> tuple[str, bool]:
     if obj is not None and key in _GENERIC and (by_value := _BY_VALUE.get(obj.strip().lower()) or _BY_VALUE.get(
             obj.strip().lower().split(" ")[0])) is not None:  # "Pixel 8" is a phone as "Pixel" is
         return by_value.name, False
-    found = _BY_NAME.get(key)
+    found = _BY_NAME.get(key) or _BY_NAME.get(_plain(key))
     if found is None:
         return key, False
     return found[0].name, found[1]
+
+
+_FILLERS = ("currently_", "now_", "is_", "are_", "was_", "has_a_", "has_an_")
+
+
+def _plain(key: str) -> str:
+    """A relation name without the tense and filler words an LLM or a client adds: "is_currently_employed_at" is
+    "employed_at", "lives_currently_in" is "lives_in"."""
+    words = [w for w in key.split("_") if w not in ("currently", "now", "still", "presently")]
+    key = "_".join(words)
+    for filler in _FILLERS:
+        if key.startswith(filler) and key.removeprefix(filler) in _BY_NAME:
+            return key.removeprefix(filler)
+    return key
 
 
 def row(relation: str) -> Relation | None:

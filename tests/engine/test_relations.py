@@ -70,3 +70,8 @@ def test_a_phone_a_generic_uses_names_is_the_one_value_phone_relation() -> None:
 def test_graduating_ends_studies_without_naming_where() -> None:
     row = ender("graduate")
     assert row is not None and row.bare and row.ends == ("studies_at",)
+
+
+def test_filler_words_a_model_adds_to_a_relation_name_are_dropped() -> None:
+    assert canonical("is_currently_employed_at") == ("works_at", False)
+    assert canonical("lives_currently_in") == ("lives_in", False)
