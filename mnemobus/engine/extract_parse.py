@@ -1351,7 +1351,7 @@ class _Reader:
         if negated and not ended:
             return
         # "I'm a nurse at St Mary's", "Oliver is a vet", "she's a fan of opera"
-        if word in ("fan", "member"):  # "I'm a big fan of jazz", "I'm a member of the tennis club"
+        if word in ("fan", "member"):  # "a fan of opera", "a member of a chess club": likes, member_of
             for _, o in [(p.lower_, o) for p in a.children if p.dep_ == "prep" and p.lower_ == "of"
                          for o in p.children if o.dep_ == "pobj"]:
                 obj = self.name(o)

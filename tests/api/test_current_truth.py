@@ -51,7 +51,8 @@ ENDINGS = {
         "I work for Brightwave.", "I don't work for Brightwave, I freelance.", "tester works at Brightwave",
         "Brightwave work"),
     "being taken off a medicine ends taking it": (
-        "I take metformin.", "My doctor took me off metformin.", "tester takes metformin", "metformin medicine"),
+        "I take metformin.", "Dr Okafor took me off metformin in May.", "tester takes metformin",
+        "metformin medicine"),
 }
 
 

@@ -161,9 +161,12 @@ def test_an_other_half_named_between_commas_is_the_partner_and_the_subject() -> 
     assert triples("My other half, Kit, is a nurse.") == {("Kit", "partner_of", "Rosa"), ("Kit", "works_as", "nurse")}
 
 
-def test_two_people_together_for_years_are_partners_since() -> None:
-    assert dated("Kit and I have been together for six years.") == {
-        ("Rosa", "partner_of", "Kit"): datetime(2020, 6, 16, tzinfo=UTC)}
+def test_two_people_dating_since_a_year_are_partners_since() -> None:
+    assert dated("Kit and I have dated since 2020.") == {("Rosa", "partner_of", "Kit"): datetime(2020, 1, 1, tzinfo=UTC)}
+
+
+def test_two_people_together_now_are_partners() -> None:
+    assert triples("Kit and I are together now.") == {("Rosa", "partner_of", "Kit")}
 
 
 def test_an_allergy_the_tagger_read_as_an_infinitive_is_still_an_allergy() -> None:
