@@ -213,6 +213,9 @@ class Tally:
     tier_want: dict[str, int] = field(default_factory=dict)
     tier_found: dict[str, int] = field(default_factory=dict)
     phrasings: dict[str, list[bool]] = field(default_factory=dict)  # fact_id -> per item: all its facts found
+    change_phrasings: dict[str, list[bool]] = field(default_factory=dict)  # fact_id -> per item: all its ends found
+    tier_ends: dict[str, int] = field(default_factory=dict)
+    tier_ends_found: dict[str, int] = field(default_factory=dict)
     missed: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)
 
@@ -265,11 +268,18 @@ class Tally:
                 self.wrong.append(f"{item.id}: ENDED {e.subject} | {e.relation} | {e.object}")
                 if any(facts_match(e, h) for h in item.holds + item.facts):
                     self.collateral += 1  # it should have stayed
+        found = 0
         for w in item.ends:
             if any(facts_match(e, w) for e in ended):
                 self.want_ended_found += 1
+                found += 1
             else:
                 self.missed.append(f"{item.id}: END {w.subject} | {w.relation} | {w.object}")
+        if item.ends and item.tier:
+            self.tier_ends[item.tier] = self.tier_ends.get(item.tier, 0) + len(item.ends)
+            self.tier_ends_found[item.tier] = self.tier_ends_found.get(item.tier, 0) + found
+        if item.ends and item.fact_id:
+            self.change_phrasings.setdefault(item.fact_id, []).append(found == len(item.ends))
 
     def figures(self) -> dict[str, float | int]:
         def ratio(a: int, b: int) -> float:
@@ -283,6 +293,13 @@ class Tally:
                 "collateral_endings": self.collateral, "facts_extracted": self.got, "facts_gold": self.want,
                 **{f"recall_{t}": ratio(self.tier_found.get(t, 0), self.tier_want[t]) for t in TIERS
                    if self.tier_want.get(t)},
-                **({"consistency": round(sum(sum(v) / len(v) for v in self.phrasings.values())
-                                         / len(self.phrasings), 3)} if self.phrasings else {}),
+                **({"consistency": _consistency(self.phrasings)} if self.phrasings else {}),
+                **{f"endings_recall_{t}": ratio(self.tier_ends_found.get(t, 0), self.tier_ends[t]) for t in TIERS
+                   if self.tier_ends.get(t)},
+                **({"endings_consistency": _consistency(self.change_phrasings)} if self.change_phrasings else {}),
                 "keeps_ended": self.kept_ended, "ends_raised_confidence": self.raised}
+
+
+def _consistency(phrasings: dict[str, list[bool]]) -> float:
+    """The mean, over facts (or changes), of the share of their phrasings that yield them."""
+    return round(sum(sum(v) / len(v) for v in phrasings.values()) / len(phrasings), 3)

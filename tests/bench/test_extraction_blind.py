@@ -79,3 +79,13 @@ async def test_a_file_is_scored_end_to_end_from_what_the_extractor_stored_from_t
     # the move ends the home the extractor stored from "I live in Leeds"; the denial ends nothing kept
     assert (figures["endings_recall"], figures["collateral_endings"], figures["keeps_ended"]) == (1.0, 0, 0)
     assert figures["ends_raised_confidence"] == 0 and figures["recall_plain"] == 1.0
+
+
+def test_endings_are_reported_per_tier_and_for_consistency_across_a_changes_phrasings() -> None:
+    tally = Tally()
+    tally.add_held_endings(item("a", ends=["Ana | lives_in | Oslo"], fact_id="move", tier="plain"),
+                           [Triple("Ana", "lives_in", "Oslo")])
+    tally.add_held_endings(item("b", ends=["Ana | lives_in | Oslo"], fact_id="move", tier="idiomatic"), [])
+    figures = tally.figures()
+    assert (figures["endings_recall_plain"], figures["endings_recall_idiomatic"], figures["endings_consistency"]) == (
+        1.0, 0.0, 0.5)
