@@ -58,7 +58,8 @@ tinnitus sciatica gout lupus crohn's ibs anaemia anemia endometriosis pcos""".sp
 # adjectives that describe a lasting state of a person (not a mood): "I'm vegan" is a fact, "I'm tired" is not
 STATES = frozenset("""vegan vegetarian pescatarian pregnant retired single married divorced engaged widowed diabetic
 coeliac celiac deaf blind colourblind colorblind left-handed right-handed lactose intolerant gluten-free sober
-teetotal unemployed self-employed bilingual trilingual introverted extroverted autistic dyslexic""".split())
+teetotal unemployed self-employed bilingual trilingual introverted extroverted autistic dyslexic""".split()) - {
+    "lactose", "intolerant"} | {"lactose intolerant", "gluten intolerant", "dairy intolerant", "wheat intolerant"}
 
 # "X is my favourite Y", "allergic to", "afraid of": adjective + preposition -> relation
 ADJ_RELATIONS = {("allergic", "to"): "allergic_to", ("afraid", "of"): "afraid_of", ("scared", "of"): "afraid_of",
@@ -166,6 +167,8 @@ VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] 
     ("attend", None, "dobj", "attends", None, None),
     ("volunteer", None, "at for with", "volunteers_at", "organization", None),
     ("diagnose", None, "with", "has_condition", "condition", None),
+    ("suffer", None, "from", "has_condition", "condition", None),
+    ("employ", None, "by", "works_at", "organization", None),
     ("marry", None, "dobj", "is_married_to", "person", None),
     ("marry", None, "to", "is_married_to", "person", None),
     ("cycle", None, "to", "cycles_to", None, None),
@@ -182,3 +185,8 @@ TOGETHER = {"marry": "is_married_to", "engage": "engaged_to", "date": "partner_o
 
 # "my phone number is ...", "my email is ...": the noun that names a contact detail, and its relation
 CONTACTS = {"number": "phone", "mobile": "phone", "phone": "phone", "email": "email", "e-mail": "email"}
+
+# "my employer is Aviva", "my phone's a Samsung": a thing of the speaker's named by a copula, and its relation
+MY_THINGS = {"employer": "works_at", "workplace": "works_at", "company": "works_at", "job": "works_as",
+             "occupation": "works_as", "profession": "works_as", "phone": "uses_phone", "car": "owns_car",
+             "diet": "diet"}

@@ -566,7 +566,9 @@ class _Reader:
         if verb.lemma_.lower() != "be":
             return False
         return self.mine(subj) or any(self.mine(c) for c in verb.children if c.dep_ in ("attr", "acomp")) or any(
-            self.mine(c) for c in subj.children if c.dep_ == "poss") or subj.lemma_.lower() == "home"
+            self.mine(c) for c in subj.children if c.dep_ == "poss") or subj.lemma_.lower() == "home" or any(
+            c.dep_ in ("advcl", "ccomp", "relcl") and any(x.lower_ == "where" for x in c.children)
+            for c in verb.children)
 
     # -- clauses ----------------------------------------------------------------------------------
 
@@ -1238,6 +1240,27 @@ class _Reader:
                 relation = "email" if kind == "email" or any(c.lower_ == "email" for c in subj_tok.lefts) else kind
                 self.say(deny, self.me, relation, _Name(value, "concept"), when)
                 return True
+        thing = subj_tok.lemma_.lower()
+        if self.mine(subj_tok) and thing in lex.MY_THINGS and attr is not None and attr.dep_ == "attr" \
+                and attr.pos_ in ("NOUN", "PROPN") and (lex.MY_THINGS[thing] != "works_as" or self.is_job(attr)) \
+                and (obj := self.name(attr)) is not None:
+            # "my employer is Aviva", "my job is teaching", "my phone's a Samsung"
+            self.say(deny, self.me, lex.MY_THINGS[thing], replace(obj, type=UNTYPED) if obj.speaker else obj, when)
+            return True
+        if thing == "home" and self.mine(subj_tok):  # "my home is in Leeds"
+            for _, o in self.pobjs(verb, ("in",)):
+                if (place := self.name(o)) is not None:
+                    self.say(deny, self.me, "lives_in", replace(place, type="place"), when)
+                    return True
+        where = next((c for c in verb.children if c.dep_ in ("advcl", "ccomp", "relcl") and any(
+            x.lower_ == "where" for x in c.children) and any(x.dep_ == "nsubj" and x.lower_ in _FIRST_PERSON
+                                                              for x in c.children)), None)
+        if where is not None and subj_tok is not verb and (  # "Aviva is where I work", "Leeds is where I live"
+                relation := {"work": "works_at", "live": "lives_in"}.get(where.lemma_.lower())) is not None:
+            if (obj := self.name(subj_tok)) is not None and not obj.speaker:
+                shown = _Name(self.proper(subj_tok), "organization" if relation == "works_at" else "place")
+                self.say(deny, self.me, relation, shown, when)
+                return True
         home = attr is not None and attr.lemma_.lower() == "home" and not any(
             c.dep_ == "poss" and c.lower_ not in _MY for c in attr.children)
         if home and subj_tok is not verb and (place := self.name(subj_tok)) is not None and not place.speaker \
@@ -1307,6 +1330,10 @@ class _Reader:
             role = self.kin_role(a)
             if role is not None:
                 self.add(subject, f"{role}_of", self.me, when)
+            elif a.lemma_.lower() in lex.PETS and subj_tok.pos_ == "PROPN":  # "Biscuit is our dog"
+                pet = _Name(self.proper(subj_tok), "pet")
+                self.add(self.me, "has_pet", pet, when)
+                self.add(pet, "is_a", _Name(self.kind(a), "concept"))
             return
         # "My manager is Priya", "My favourite tea is genmaicha", "My dog is called Bruno"
         if self.mine(subj_tok) and not subject.speaker:
@@ -1386,7 +1413,7 @@ class _Reader:
                 self.add(subject, "is", _Name(phrase, "concept"), when)
 
     def state(self, a: Token) -> str | None:
-        words = [c.lower_ for c in a.lefts if c.dep_ in ("amod", "npadvmod", "advmod") and c.lower_ not in ("so",
+        words = [c.lower_ for c in a.lefts if c.dep_ in ("amod", "npadvmod", "advmod", "compound") and c.lower_ not in ("so",
                  "very", "really", "now", "also", "still", "actually")] + [a.lower_]
         phrase = " ".join(words)
         if phrase in lex.STATES:

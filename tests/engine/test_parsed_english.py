@@ -230,3 +230,33 @@ def test_a_dropped_im_before_going_somewhere_next_week_is_a_plan_not_a_visit() -
 
 def test_a_dropped_ive_before_been_at_a_firm_since_a_month_is_working_there_since() -> None:
     assert dated("Been at Siemens since March.") == {("Rosa", "works_at", "Siemens"): datetime(2026, 3, 1, tzinfo=UTC)}
+
+
+def test_a_thing_of_the_speakers_named_by_a_copula_is_its_relation() -> None:
+    assert triples("My employer is Centrica.") == {("Rosa", "works_at", "Centrica")}
+    assert triples("My car is a Saab.") == {("Rosa", "owns_car", "Saab")}
+
+
+def test_a_thing_of_the_speakers_described_by_an_adjective_or_a_feeling_states_nothing() -> None:
+    assert triples("My company is tiny.") == set() and triples("My job is a nightmare.") == set()
+
+
+def test_a_place_said_to_be_where_the_speaker_lives_or_works() -> None:
+    assert triples("Centrica is where I work.") == {("Rosa", "works_at", "Centrica")}
+    assert triples("Bangor is where I live.") == {("Rosa", "lives_in", "Bangor")}
+
+
+def test_being_employed_by_a_firm_is_working_there() -> None:
+    assert triples("I'm employed by Centrica.") == {("Rosa", "works_at", "Centrica")}
+
+
+def test_a_named_animal_said_to_be_our_dog_is_a_pet() -> None:
+    assert triples("Mabel is our dog.") == {("Rosa", "has_pet", "Mabel"), ("Mabel", "is_a", "dog")}
+
+
+def test_suffering_from_a_condition_is_having_it() -> None:
+    assert triples("I suffer from eczema.") == {("Rosa", "has_condition", "eczema")}
+
+
+def test_an_intolerance_keeps_what_one_is_intolerant_of() -> None:
+    assert triples("I'm lactose intolerant.") == {("Rosa", "is", "lactose intolerant")}
