@@ -236,10 +236,12 @@ class _Reader:
             if c.dep_ == "appos" and (n := next((x for x in c.lefts if x.dep_ == "compound" and x.pos_ == "PROPN"
                                                  and not _timeish(x)), None)) is not None:
                 return self.proper(n)  # "my daughter Claire rings ...": the name went inside a misread noun
-        if tok.head.pos_ == "PROPN" and tok.dep_ == "compound" and tok.head.i == tok.i + 1:
+        if tok.head.pos_ == "PROPN" and tok.dep_ in ("compound", "nsubj", "npadvmod") and tok.head.i == tok.i + 1 \
+                and not _timeish(tok.head):  # "my cousin Ines lives ...", the kin word hung on the name
             return self.proper(tok.head)
         if tok.dep_ == "nsubj" and (sib := next((c for c in tok.head.children if c.dep_ == "nsubj" and c.i > tok.i
-                                                 and c.pos_ == "PROPN" and self.doc[c.i - 1].text == ","), None)):
+                                                 and c.pos_ == "PROPN" and (self.doc[c.i - 1].text == "," or
+                                                                            c.i == tok.i + 1)), None)):
             return self.proper(sib)  # "my other half, Jo, is ...": the name the parse made a second subject
         if tok.i + 1 < len(self.doc) and (nxt := self.doc[tok.i + 1]).pos_ == "PROPN" and nxt.dep_ in (
                 "nsubj", "nsubjpass", "npadvmod") and tok.dep_ == "npadvmod" and not _timeish(nxt):  # "my cousin
@@ -1502,12 +1504,18 @@ def fallback_facts(doc: Doc, speaker: Speaker, reference: datetime) -> list[Extr
     return out
 
 
-def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]]) -> Extraction:
-    """One episode's parsed lines -> its extraction: the change rules first, then the parse, one fact per triple."""
+def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
+              context: dict[str, _Name] | None = None) -> Extraction:
+    """One episode's parsed lines -> its extraction: the change rules first, then the parse, one fact per triple.
+
+    `context` carries the person last named in each conversation (group) from one episode to the next of a batch,
+    so "she" in a turn is the person the turn before named."""
     facts: list[ExtractedFact] = []
     endings: list[ExtractedEnding] = []
     speakers: dict[str, Speaker] = {}
     aliases: dict[str, tuple[str, ...]] = {}
+    context = {} if context is None else context
+    last_person: _Name | None = context.get(episode.group_id)
     for said_by, line, doc in docs:
         speakers.setdefault(said_by.entity_name, said_by)
         changes, names = change_facts(line)
@@ -1516,11 +1524,15 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]]) -> Ext
         if names:
             aliases[said_by.entity_name] = tuple(dict.fromkeys((*aliases.get(said_by.entity_name, ()), *names)))
         reader = _Reader(doc, said_by, episode.reference_time)
+        reader.last_person = last_person  # "she" on the next line is the person the line before named
         reader.read()
+        last_person = reader.last_person
         facts.extend(reader.facts)
         endings.extend(reader.endings)
         if not reader.facts and not reader.endings and not changes:
             facts.extend(fallback_facts(doc, said_by, episode.reference_time))
+    if last_person is not None:
+        context[episode.group_id] = last_person
     seen: dict[tuple[str, str, str], ExtractedFact] = {}
     ended = {(e.subject.lower(), r, (e.object or "").lower()) for e in endings for r in (e.relation, *e.relations)}
     for f in facts:
@@ -1563,9 +1575,10 @@ class ParsedExtractor:
         for (i, s, text), doc in zip(lines, docs, strict=True):
             per[i].append((s, text, doc))
         out: list[Extraction | Exception] = []
+        context: dict[str, _Name] = {}  # the person last named per conversation, turn to turn
         for ep, parsed in zip(episodes, per, strict=True):
             try:
-                out.append(read_docs(ep, parsed))
+                out.append(read_docs(ep, parsed, context))
             except Exception as exc:  # noqa: BLE001 - one episode's oddity never costs the batch
                 out.append(exc)
         return out

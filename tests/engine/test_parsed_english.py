@@ -260,3 +260,16 @@ def test_suffering_from_a_condition_is_having_it() -> None:
 
 def test_an_intolerance_keeps_what_one_is_intolerant_of() -> None:
     assert triples("I'm lactose intolerant.") == {("Rosa", "is", "lactose intolerant")}
+
+
+def test_she_on_a_later_line_is_the_person_an_earlier_line_named() -> None:
+    assert ("Ana", "works_at", "Equinor") in triples("My sister Ana moved to Oslo.\nShe works at Equinor now.")
+
+
+def test_she_in_the_next_turn_of_the_conversation_is_the_person_the_turn_before_named() -> None:
+    turns = [Episode(id=f"e{n}", group_id=GroupId("g"), content=text, role="user", source_message_id=f"m{n}",
+                     reference_time=AT, speaker="Rosa")
+             for n, text in enumerate(["My cousin Ines lives in Faro.", "She teaches chemistry."])]
+    _, second = EXTRACTOR.extract_batch(turns)
+    assert not isinstance(second, Exception)
+    assert {(f.subject, f.relation, f.object) for f in second.facts} == {("Ines", "teaches", "chemistry")}
