@@ -14,6 +14,11 @@ Run: `make bench-extraction` (QUICK=1: a smaller speed run; the quality figures 
   episodes/s = N / wall time, on the cores the machine has (the parser itself runs on one).
 - Baseline in the same run: the regex rules extractor (`offline-rules`), the only extractor before issue 23.
 
+- Blind files (bench/extraction_set/blind/*.yaml, or BLIND_DIR): each scored end to end through POST /messages
+  by bench/extraction_blind.py with the product's configured extractor: facts, recall per phrasing tier,
+  consistency, endings of what the extractor itself stored from the item's `before` turns, collateral.
+  BLIND_ONLY=1 scores only them (no labelled parts, no speed run).
+
 The LLM extractor is scored on this set by `make bench-llm` (it needs the model server; every 4th held-out item).
 """
 
@@ -149,14 +154,41 @@ async def speed(extractor: Any, items: list[Item], n: int) -> float:
     return n / (time.perf_counter() - t)
 
 
+def blind_files() -> list[Path]:
+    """The frozen blind set (bench/extraction_set/blind/*.yaml), or the files in BLIND_DIR."""
+    folder = Path(os.environ.get("BLIND_DIR") or DATA / "blind")
+    return sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+async def blind_figures(root: Path) -> dict[str, Any]:
+    """Each blind file end to end through POST /messages (bench/extraction_blind.py), as `blind_<file>_<figure>`."""
+    files = blind_files()
+    if not files:
+        return {}
+    from bench_locomo_public import Service
+    from extraction_blind import score_file
+
+    out: dict[str, Any] = {}
+    (root / "blind").mkdir(exist_ok=True)
+    async with Service(root / "blind", {}) as svc:
+        for path in files:
+            found, misses = await score_file(svc, path)
+            for key, value in found.items():
+                out[f"blind_{path.stem}_{key}"] = value
+            if os.environ.get("SHOW") == str(path):  # a fixture's misses; never name the frozen blind set here
+                print("\n".join(misses))
+    return out
+
+
 async def main() -> None:
     parts = {part: load_items(DATA / f"{part}.yaml") for part in PARTS}
     n_speed = 400 if quick() else 2000
     figures: dict[str, Any] = {f"{part}_items": len(items) for part, items in parts.items()}
     misses: dict[str, list[str]] = {}
     show = os.environ.get("SHOW", "")  # SHOW=dev prints the dev part's misses and wrong facts (never the report's)
+    only_blind = os.environ.get("BLIND_ONLY") == "1"
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
-        for name, factory in EXTRACTORS.items():
+        for name, factory in {} if only_blind else EXTRACTORS.items():
             rss0 = peak_rss_mb()
             t = time.perf_counter()
             extractor = factory()
@@ -173,13 +205,14 @@ async def main() -> None:
             figures[f"{name}_episodes_per_s"] = round(await speed(extractor, parts["dev"] + parts["report"], n_speed), 1)
             figures[f"{name}_load"] = round((load0 + os.getloadavg()[0]) / 2, 2)
             figures[f"{name}_peak_rss_growth_mb"] = round(peak_rss_mb() - rss0, 1)
+        figures.update(await blind_figures(Path(tmp)))
     figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
     print_table("Extraction on the labelled set (report = held out)", figures)
     for key, lines in misses.items():
         print(f"\n{key}: missed and wrong")
         for line in lines:
             print(f"  {line}")
-    write_results("bench_extraction", figures, baseline="the regex rules extractor (offline-rules), same set, same run")
+    write_results("bench_extraction_blind" if only_blind else "bench_extraction", figures, baseline="the regex rules extractor (offline-rules), same set, same run")
 
 
 if __name__ == "__main__":

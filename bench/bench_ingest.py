@@ -53,7 +53,7 @@ TOOLS = "vim neovim emacs vscode postgres mysql python rust docker kubernetes".s
 TEMPLATES = [
     "I moved to {city}.", "I work at {company} now.", "My sister {person} likes {thing}.",
     "I switched from {tool} to {tool2}.", "{person} works at {company}.", "I really enjoy {thing} on weekends.",
-    "My friend {person} lives in {city}.", "I started a new job at {company} last week.",
+    "My friend {person} lives in {city}.", "Last week I began working for {company}.",
     "We talked about {thing} and {thing2} today.",
 ]
 BATCH = 32

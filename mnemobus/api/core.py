@@ -12,7 +12,7 @@ import contextlib
 import logging
 import uuid as uuidlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -171,7 +171,30 @@ class MemoryService:
         with anyio.fail_after(self.config.search_timeout_s):
             result = await self.rt.engine.recall(RecallQuery(text=query, group_ids=groups, as_of=as_of,
                                                              max_facts=limit, max_episodes=limit if episodes else 0))
-        return list(result.ranked(limit))
+            return await self.with_ends(result.ranked(limit), as_of or datetime.now(UTC))
+
+    async def with_ends(self, items: Sequence[Recalled], as_of: datetime) -> list[Recalled]:
+        """The messages among the results marked ended when every fact drawn from them had ended by `as_of`: "I
+        live in London now", said before "I moved to Paris", is no current fact for a Graphiti client."""
+        by_group: dict[GroupId, list[str]] = {}
+        for i in items:
+            if isinstance(i, ScoredEpisode):
+                by_group.setdefault(i.episode.group_id, []).append(i.episode.id)
+        if not by_group:
+            return list(items)
+        drawn: dict[str, list[Fact]] = {}
+        for group, ids in by_group.items():
+            for f in await self.store.episode_facts(group, ids):
+                for episode_id in f.episode_ids[:1]:  # the message it was first drawn from, not a confirmation
+                    drawn.setdefault(episode_id, []).append(f)
+        out: list[Recalled] = []
+        for i in items:
+            facts = drawn.get(i.episode.id, []) if isinstance(i, ScoredEpisode) else []
+            if facts and all(f.invalid_at is not None and f.invalid_at <= as_of for f in facts):
+                i = replace(i, ended_at=max(f.invalid_at for f in facts if f.invalid_at is not None),
+                            expired_at=max((f.expired_at for f in facts if f.expired_at is not None), default=None))
+            out.append(i)
+        return out
 
     async def episodes(self, group_id: str, last_n: int) -> list[Episode]:
         return await self.rt.engine.episodes(_one_group(group_id), last_n)
@@ -183,6 +206,15 @@ class MemoryService:
             if found:
                 return found[0]
         raise NotFound(f"no fact with uuid {fact_id!r}")
+
+    async def locate_edge(self, uuid: str) -> Fact | Recalled:
+        """What /entity-edge/{uuid} names: a fact, or a message a search returned in a fact's shape."""
+        try:
+            return await self.locate_fact(uuid)
+        except NotFound:
+            episode = await self.locate_episode(uuid)
+        (marked,) = await self.with_ends([ScoredEpisode(episode, 0.0)], datetime.now(UTC))
+        return marked
 
     async def locate_episode(self, episode_id: str) -> Episode:
         for group in await self.all_groups():

@@ -160,7 +160,7 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.get("/entity-edge/{uuid}", response_model=FactResult, dependencies=guarded)
     async def get_entity_edge(uuid: str, service: Served) -> FactResult:
-        return FactResult.of(await service.locate_fact(uuid))
+        return FactResult.of_edge(await service.locate_edge(uuid))
 
     @app.delete("/entity-edge/{uuid}", response_model=DeleteResult, dependencies=guarded)
     async def delete_entity_edge(uuid: str, service: Served) -> DeleteResult:

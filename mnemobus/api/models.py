@@ -149,17 +149,26 @@ class FactResult(BaseModel):
                    confidence=f.confidence, score=score, source_message_ids=list(f.source_message_ids))
 
     @classmethod
-    def of_episode(cls, e: Episode, score: float | None = None) -> "FactResult":
-        """A source message in a fact's shape, so an unmodified Graphiti client shows it with the facts."""
+    def of_episode(cls, e: Episode, score: float | None = None, ended_at: datetime | None = None,
+                   expired_at: datetime | None = None) -> "FactResult":
+        """A source message in a fact's shape, so an unmodified Graphiti client shows it with the facts: valid from
+        when it was said until every fact drawn from it has ended."""
         return cls(uuid=e.id, name="EPISODE", fact=clip(e.content, EPISODE_TEXT_CHARS), valid_at=e.reference_time,
-                   invalid_at=None, created_at=e.created_at or e.reference_time, expired_at=None,
+                   invalid_at=ended_at, created_at=e.created_at or e.reference_time, expired_at=expired_at,
                    source_node_uuid=e.id, target_node_uuid=e.id, episodes=[e.id], group_id=e.group_id,
                    confidence=1.0, kind="episode", score=score, source_message_ids=[e.source_message_id])
 
     @classmethod
+    def of_edge(cls, found: Fact | ScoredFact | ScoredEpisode) -> "FactResult":
+        """/entity-edge/{uuid}: a fact, or a message a search returned (every uuid a search returns is fetchable)."""
+        if isinstance(found, Fact):
+            return cls.of(found)
+        return cls.ranked([found])[0]
+
+    @classmethod
     def ranked(cls, items: Sequence[ScoredFact | ScoredEpisode]) -> list["FactResult"]:
-        return [cls.of(i.fact, i.score) if isinstance(i, ScoredFact) else cls.of_episode(i.episode, i.score)
-                for i in items]
+        return [cls.of(i.fact, i.score) if isinstance(i, ScoredFact) else
+                cls.of_episode(i.episode, i.score, i.ended_at, i.expired_at) for i in items]
 
 
 class SearchResults(BaseModel):
@@ -232,11 +241,14 @@ class EntityResult(BaseModel):
     confidence: float
     created_at: datetime | None
     last_seen: datetime | None
+    attributes: dict[str, Any] = Field(default_factory=dict, description="Graphiti's EntityNode attributes: "
+                                       "the entity's type and the other names it is known by")
 
     @classmethod
     def of(cls, e: Entity) -> "EntityResult":
         return cls(uuid=e.id, name=e.name, group_id=e.group_id, labels=["Entity", e.type], summary=e.summary,
-                   aliases=list(e.aliases), confidence=e.confidence, created_at=e.first_seen, last_seen=e.last_seen)
+                   aliases=list(e.aliases), confidence=e.confidence, created_at=e.first_seen, last_seen=e.last_seen,
+                   attributes={"type": e.type, "aliases": list(e.aliases)})
 
 
 # -- NATS-only requests ------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
         return m.EpisodesResult(episodes=[m.EpisodeResult.of(e) for e in await svc.episodes(q.group_id, q.last_n)])
 
     async def fact(q: m.ByIdRequest) -> BaseModel:
-        return m.FactResult.of(await svc.locate_fact(q.uuid))
+        return m.FactResult.of_edge(await svc.locate_edge(q.uuid))
 
     async def entity(q: m.EntityByIdRequest) -> BaseModel:
         return m.EntityResult.of(await svc.entity(q.group_id, q.uuid))

@@ -25,9 +25,6 @@ ENTITY_TYPES = frozenset({
     "food", "activity", "condition", "agent", UNTYPED,
 })
 
-# relations where one subject has one object at a time: a new object ends the old fact
-EXCLUSIVE_RELATIONS = frozenset({"lives_in", "works_at", "is_married_to", "reports_to", "has_manager"})
-
 ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
 # episode roles whose content the user said: a plugin exchange, a formation window, a Graphiti user message
 USER_ROLES = frozenset({"user", "exchange", "window"})
@@ -117,6 +114,7 @@ class ExtractedEnding:
     object_type: str = UNTYPED
     edge_type: EdgeType = "semantic"
     at: datetime | None = None  # when it stopped; None: the message's time
+    relations: tuple[str, ...] = ()  # others it may end ("I left Zalando": a job, a club, a home): what is held ends
 
 
 @dataclass(frozen=True, slots=True)

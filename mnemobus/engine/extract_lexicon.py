@@ -24,7 +24,7 @@ KIN = {
     "teacher": "teacher", "tutor": "tutor", "landlord": "landlord", "ex": "ex", "twin": "twin",
 }
 # "team lead", "best friend": the head noun and the words before it that make the role
-KIN_PHRASES = {("team", "lead"): "manager", ("team", "leader"): "manager", ("line", "manager"): "manager",
+KIN_PHRASES = {("team", "lead"): "manager", ("other", "half"): "partner", ("better", "half"): "partner", ("team", "leader"): "manager", ("line", "manager"): "manager",
                ("best", "friend"): "friend", ("little", "brother"): "brother", ("big", "sister"): "sister",
                ("older", "brother"): "brother", ("younger", "sister"): "sister", ("little", "sister"): "sister",
                ("big", "brother"): "brother", ("older", "sister"): "sister", ("younger", "brother"): "brother",
@@ -58,14 +58,16 @@ tinnitus sciatica gout lupus crohn's ibs anaemia anemia endometriosis pcos""".sp
 # adjectives that describe a lasting state of a person (not a mood): "I'm vegan" is a fact, "I'm tired" is not
 STATES = frozenset("""vegan vegetarian pescatarian pregnant retired single married divorced engaged widowed diabetic
 coeliac celiac deaf blind colourblind colorblind left-handed right-handed lactose intolerant gluten-free sober
-teetotal unemployed self-employed bilingual trilingual introverted extroverted autistic dyslexic""".split())
+teetotal unemployed self-employed bilingual trilingual introverted extroverted autistic dyslexic""".split()) - {
+    "lactose", "intolerant"} | {"lactose intolerant", "gluten intolerant", "dairy intolerant", "wheat intolerant"}
 
 # "X is my favourite Y", "allergic to", "afraid of": adjective + preposition -> relation
 ADJ_RELATIONS = {("allergic", "to"): "allergic_to", ("afraid", "of"): "afraid_of", ("scared", "of"): "afraid_of",
                  ("terrified", "of"): "afraid_of", ("married", "to"): "is_married_to", ("engaged", "to"): "engaged_to",
                  ("interested", "in"): "interested_in", ("obsessed", "with"): "likes", ("addicted", "to"): "likes",
                  ("fond", "of"): "likes", ("keen", "on"): "likes", ("crazy", "about"): "likes",
-                 ("passionate", "about"): "likes", ("intolerant", "to"): "intolerant_to", ("from", ""): "from"}
+                 ("passionate", "about"): "likes", ("intolerant", "to"): "intolerant_to", ("from", ""): "from",
+                 ("based", "in"): "lives_in"}
 
 # places a person works "at" without an employer: "I work at home", "at night", "at weekends"
 NOT_WORKPLACES = frozenset("""home night nights weekend weekends moment times time lunch lunchtime noon midnight
@@ -84,7 +86,7 @@ camper laptop phone iphone kindle piano guitar tesla""".split())
 # words that are not names of anything worth a node of its own
 NOT_THINGS = frozenset("""it this that these those thing things something anything everything nothing stuff lot lots
 one ones way time times day days bit kind sort type part rest place way idea deal what which who whom whatever
-fun sense point""".split())
+fun sense point more longer anymore""".split())
 
 # adjectives that say how the speaker feels about a thing, not what it is: dropped from the thing's name
 EVALUATIVE = frozenset("""small big large huge tiny little new old nice great good lovely amazing awesome cute
@@ -113,3 +115,78 @@ retiree""".split())
 
 # "X is so important (to me)": the speaker holds X dear
 VALUE_WORDS = frozenset("important vital essential precious priceless sacred".split())
+
+# time words that are never a name beside a noun ("my son Tom visits most Thursdays")
+TIME_WORDS = frozenset("""monday tuesday wednesday thursday friday saturday sunday weekend morning evening night
+year month week day summer winter spring autumn january february march april may june july august september october november december today tomorrow
+yesterday""".split())
+
+# "I'm at PwC now": words that make "at" where someone is these days, not where they are this minute
+PRESENT_WORDS = frozenset({"now", "nowadays", "days", "currently"})
+
+# what someone is "on" when it is a medicine: the common international nonproprietary name stems, and words for one
+MEDICINE_STEMS = ("pine", "olol", "pril", "sartan", "statin", "statins", "formin", "prazole", "cillin", "mycin",
+                  "cycline", "floxacin", "azole", "oxetine", "aline", "pam", "lam", "done", "sone", "solone",
+                  "thyroxine", "mab", "tide", "gliptin", "gliflozin", "parin", "xaban", "triptan", "setron", "tidine",
+                  "profen", "fenac", "codeine", "morphine", "lithium", "insulin")
+MEDICINE_WORDS = frozenset("""medication medications medicine meds pills tablets antidepressants antibiotics
+steroids insulin hrt chemo chemotherapy methadone inhaler warfarin aspirin paracetamol ibuprofen""".split())
+
+# past forms the tagger reads as a bare verb when a sentence opens with one ("Got a new job at X")
+PAST_FORMS = frozenset("got went began took left had made came found bought sold met moved started joined".split())
+
+# the verb table the parser's generic matcher runs (_Reader.rows): (verb lemma, particle or None, slot: "dobj" or
+# the prepositions that bring the object, relation, object type or None, check or None: "place" a place someone can
+# live in, "employer" a workplace, "named" a name). Verbs whose reading needs more than a row (work, join, have,
+# take, run, go, visit, be) keep their own branch in _Reader.relations.
+VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] = (
+    ("live", None, "in at near", "lives_in", "place", "place"),
+    ("live", None, "with", "lives_with", "person", None),
+    ("reside", None, "in at near", "lives_in", "place", "place"),
+    ("base", None, "in", "lives_in", "place", "place"),
+    ("move", None, "to into", "lives_in", "place", "place"),
+    ("relocate", None, "to into", "lives_in", "place", "place"),
+    ("grow", "up", "in", "grew_up_in", "place", None),
+    ("teach", None, "dobj", "teaches", None, None),
+    ("teach", None, "at", "works_at", "organization", "employer"),
+    ("coach", None, "dobj", "coaches", None, None),
+    ("coach", None, "at", "works_at", "organization", "employer"),
+    ("study", None, "dobj", "studies", None, None),
+    ("study", None, "at", "studies_at", "organization", None),
+    ("speak", None, "dobj", "speaks", None, None),
+    ("collect", None, "dobj", "collects", None, None),
+    ("support", None, "dobj", "supports", None, None),
+    ("train", None, "for", "training_for", None, None),
+    ("play", None, "dobj", "plays", None, None),
+    ("play", None, "in for", "member_of", "organization", "named"),
+    ("drink", None, "dobj", "drinks", None, None),
+    ("eat", None, "dobj", "eats", None, None),
+    ("smoke", None, "dobj", "smokes", None, None),
+    ("use", None, "dobj", "uses", None, None),
+    ("switch", None, "to", "uses", None, None),
+    ("attend", None, "dobj", "attends", None, None),
+    ("volunteer", None, "at for with", "volunteers_at", "organization", None),
+    ("diagnose", None, "with", "has_condition", "condition", None),
+    ("suffer", None, "from", "has_condition", "condition", None),
+    ("employ", None, "by", "works_at", "organization", None),
+    ("marry", None, "dobj", "is_married_to", "person", None),
+    ("marry", None, "to", "is_married_to", "person", None),
+    ("cycle", None, "to", "cycles_to", None, None),
+    ("learn", None, "dobj", "learning", None, None),
+)
+
+# courses someone starts, does or finishes: "I'm starting a master's next year", "doing a PhD"
+DEGREES = frozenset("""master masters phd doctorate degree mba bachelor bachelors diploma apprenticeship course
+msc ma ba bsc llm pgce""".split())
+
+# what two people do together, said as "Sam and I ...": the relation it gives the speaker toward the other
+TOGETHER = {"marry": "is_married_to", "engage": "engaged_to", "date": "partner_of", "together": "partner_of",
+            "married": "is_married_to", "engaged": "engaged_to"}
+
+# "my phone number is ...", "my email is ...": the noun that names a contact detail, and its relation
+CONTACTS = {"number": "phone", "mobile": "phone", "phone": "phone", "email": "email", "e-mail": "email"}
+
+# "my employer is Aviva", "my phone's a Samsung": a thing of the speaker's named by a copula, and its relation
+MY_THINGS = {"employer": "works_at", "workplace": "works_at", "company": "works_at", "job": "works_as",
+             "occupation": "works_as", "profession": "works_as", "phone": "uses_phone", "car": "owns_car",
+             "diet": "diet"}

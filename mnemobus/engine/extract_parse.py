@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from mnemobus.engine import extract_lexicon as lex
+from mnemobus.engine import relations as rel
 from mnemobus.engine.extract import (
     UNTYPED, ExtractedEnding, ExtractedFact, Extraction, Speaker, entities_of, episode_speaker, speaker_lines,
 )
@@ -47,6 +48,7 @@ _PRONOUNS = _THIRD_PERSON | frozenset("""it they them you this that these those 
 everyone everybody someone somebody anyone anybody nobody everything something anything nothing yourself
 yourselves himself herself itself themselves mine yours ours theirs his hers its""".split())
 _ENDERS = frozenset({"stop", "quit", "give", "leave", "sell", "drop"})
+_JOB_WORDS = frozenset({"job", "position", "role", "internship", "post"})
 _PLAN_VERBS = frozenset({"go", "fly", "travel", "visit", "head", "drive"})
 # verbs whose clauses are talk, thought or feeling, or too light to be news on their own
 _NOT_EVENTS = frozenset("""be have do say tell talk speak chat think know feel see hear look watch seem mean want need
@@ -59,7 +61,7 @@ _EVENT_PREPS = ("to", "at", "for", "in", "with", "on", "into", "from", "about")
 # verbs too light to say what someone habitually does or aims at ("I make sure", "I keep it up", "I use it")
 _LIGHT = frozenset("""be have do make keep put take give use find show share send bring set let go come get try check
 reach spend cause turn run lose win hold face handle deal push tackle accept""".split())
-# "I chose to go to networking events", "I had to shut down my account": the lead verb tells when it was done
+# "I chose to join a choir", "I had to close the shop": the lead verb tells when it was done
 _LEADS = frozenset({"choose", "manage", "have", "need", "get", "decide", "arrange", "volunteer", "agree"})
 
 
@@ -114,7 +116,7 @@ def sentence(subject: str, relation: str, obj: str) -> str:
 
 
 def past_sentence(subject: str, relation: str, obj: str) -> str:
-    """A fact that held before: "Sofia used to live in Madrid"."""
+    """A fact that held before: "Sofia used to live in Bilbao"."""
     if relation.endswith("_of") and relation not in ("member_of", "afraid_of"):
         return f"{subject} was {obj}'s {relation.removesuffix('_of').replace('_', ' ')}"
     verb = _BASE.get(relation, relation.replace("_", " "))
@@ -209,7 +211,8 @@ class _Reader:
         return any(c.dep_ == "poss" and c.lower_ in _MY for c in tok.children)
 
     def kin_word(self, tok: Token) -> str | None:
-        return lex.KIN.get(tok.lower_) or lex.KIN.get(tok.lemma_.lower())
+        return lex.KIN.get(tok.lower_) or lex.KIN.get(tok.lemma_.lower()) or next(
+            (r for c in tok.lefts if (r := lex.KIN_PHRASES.get((c.lower_, tok.lower_))) in ("partner",)), None)
 
     def kin_phrase(self, tok: Token) -> str:
         mods = [c.lower_ for c in tok.lefts if c.dep_ in ("amod", "compound")]
@@ -224,20 +227,30 @@ class _Reader:
     def appos_name(self, tok: Token) -> str | None:
         """"my sister Anna", "my dog, Rex": the name beside the noun."""
         for c in tok.children:
-            if c.dep_ in ("appos", "npadvmod", "dobj", "attr") and c.pos_ == "PROPN" and c.i > tok.i:
+            if c.dep_ in ("appos", "npadvmod", "dobj", "attr") and c.pos_ == "PROPN" and c.i > tok.i \
+                    and not _timeish(c):
                 return self.proper(c)
         for c in tok.rights:  # "my sister Anna" parsed as compound the other way round
             if c.dep_ == "compound" and c.pos_ == "PROPN":
                 return self.proper(c)
-        if tok.head.pos_ == "PROPN" and tok.dep_ == "compound" and tok.head.i == tok.i + 1:
+            if c.dep_ == "appos" and (n := next((x for x in c.lefts if x.dep_ == "compound" and x.pos_ == "PROPN"
+                                                 and not _timeish(x)), None)) is not None:
+                return self.proper(n)  # "my daughter Claire rings ...": the name went inside a misread noun
+        if tok.head.pos_ == "PROPN" and tok.dep_ in ("compound", "nsubj", "npadvmod") and tok.head.i == tok.i + 1 \
+                and not _timeish(tok.head):  # "my cousin Ines lives ...", the kin word hung on the name
             return self.proper(tok.head)
+        if tok.dep_ == "nsubj" and (sib := next((c for c in tok.head.children if c.dep_ == "nsubj" and c.i > tok.i
+                                                 and c.pos_ == "PROPN" and (self.doc[c.i - 1].text == "," or
+                                                                            c.i == tok.i + 1)), None)):
+            return self.proper(sib)  # "my other half, Jo, is ...": the name the parse made a second subject
         if tok.i + 1 < len(self.doc) and (nxt := self.doc[tok.i + 1]).pos_ == "PROPN" and nxt.dep_ in (
-                "nsubj", "nsubjpass", "npadvmod") and tok.dep_ == "npadvmod":  # "my cousin Priti lives ..."
+                "nsubj", "nsubjpass", "npadvmod") and tok.dep_ == "npadvmod" and not _timeish(nxt):  # "my cousin
+            # Priti lives ..."
             return self.proper(nxt)
         return None
 
     def called(self, tok: Token) -> str | None:
-        """"a dog called Max", "a startup named Lumen", "a guy called Marco": the name it is called."""
+        """"a dog called Max", "a startup named Lumen", "a woman called Ines": the name it is called."""
         for c in tok.children:
             if c.dep_ == "acl" and c.lemma_.lower() in ("call", "name"):
                 for n in c.children:
@@ -296,37 +309,136 @@ class _Reader:
             confidence: float = 0.8) -> None:
         if subject.text == obj.text or not obj.text or not subject.text:
             return
+        if relation == "ex_of" and obj.speaker:  # "Tom is my ex now": whatever tie they had ends
+            first, *others = rel.EX_ENDS
+            self.end(obj, first, subject, "ex", when, others=tuple(others))
+        if relation == "is" and subject.someone and (row := rel.ender(obj.text)) is not None and row.bare and not any(
+                e.subject == subject.text and e.relation == row.ends[0] for e in self.endings):
+            first, *others = row.ends  # "I'm single now", "I'm unemployed": what the state rules out ends
+            self.end(subject, first, None, obj.text, when, others=tuple(others))
+            if row.quiet:  # "we're divorced now": the marriage ends; the state says nothing more
+                return
         for who in (subject, obj):
             if who.text in self.unnamed_kin and not relation.endswith("_of"):  # "my mum lives with us"
                 self.add(who, f"{self.unnamed_kin[who.text]}_of", self.me)
         otype = obj.type if relation.endswith("_of") else _OBJECT_TYPES.get(relation, obj.type)
+        text, when = self.planned(sentence(subject.text, relation, obj.text), relation, when)
         self.facts.append(ExtractedFact(subject.text, relation, obj.text, _EDGES.get(relation, "semantic"),
-                                        sentence(subject.text, relation, obj.text), confidence, subject.type,
-                                        otype, valid_from=when))
+                                        text, confidence, subject.type, otype, valid_from=when))
+
+    def planned(self, text: str, relation: str, when: datetime | None) -> tuple[str, datetime | None]:
+        """A plan is held from when it is told: "a master's next year" is a plan now, for next year (the date goes
+        into its sentence), not a fact that starts being true next year."""
+        if when is None or when <= self.reference or not (relation.startswith("plans_") or " plans to " in text
+                                                          or relation in ("expecting",)):
+            return text, when
+        return f"{text} ({when:%Y-%m-%d})", None
 
     def told(self, subject: _Name, relation: str, obj: _Name, text: str, when: datetime | None,
              edge: EdgeType = "semantic") -> None:
         """A fact kept in the words of its clause ("Dana went hiking", "Dana hopes to build family"), at the lower
         confidence of a reading that no fixed relation vouches for."""
+        text, when = self.planned(text, relation, when)
         self.facts.append(ExtractedFact(subject.text, relation, obj.text, edge, text, 0.6, subject.type, obj.type,
                                         valid_from=when))
 
     def end(self, subject: _Name, relation: str, obj: _Name | None, cause: str, when: datetime | None = None,
-            past: bool = False) -> None:
-        """End what the subject's relation holds (the named object, or any); `past` also records it as history."""
+            past: bool = False, others: tuple[str, ...] = ()) -> None:
+        """End what the subject's relation holds (the named object, or any); `past` also records it as history;
+        `others`: further relations it may end, whichever holds (the object's kind then stays open)."""
         fact = past_sentence(subject.text, relation, obj.text) if past and obj is not None else ""
-        otype = UNTYPED if obj is None else _OBJECT_TYPES.get(relation, obj.type)
+        otype = UNTYPED if obj is None or others else _OBJECT_TYPES.get(relation, obj.type)
         self.endings.append(ExtractedEnding(subject.text, relation, obj.text if obj else None, cause, fact,
-                                            subject.type, otype, _EDGES.get(relation, "semantic"), when))
+                                            subject.type, otype, _EDGES.get(relation, "semantic"), when,
+                                            others))
+
+    def table_ending(self, verb: Token, subj_tok: Token, subject: _Name) -> bool:
+        """A verb of the relation table's enders ("divorced", "broke up with", "left", "retired", "took me off",
+        "passed away", "sold"): the facts it ends, whichever relation held them. A gerund after it ("stopped
+        drinking coffee") is read by `ender`; a question, a wish, a denial or a plan ends nothing."""
+        lemma = verb.lemma_.lower()
+        particle = next((c.lower_ for c in verb.children if c.dep_ == "prt"), None) or next(
+            (c.lower_ for c in verb.children if c.dep_ == "prep" and c.lower_ == "off"), None)  # "took me off X"
+        row = (rel.ender(f"{lemma} {particle}") if particle else None) or rel.ender(lemma)
+        if row is None or any(c.dep_ in ("xcomp", "dobj", "ccomp") and c.tag_ == "VBG" for c in verb.children):
+            return False
+        if self.conditional(verb) or self.negated(verb) or self.future(verb):
+            return True
+        when = self.when(verb, False)
+        first, *others = row.ends
+        direct = self.objects(verb)
+        targets: list[_Name] = []
+        job = False
+        if (other := self.together(verb, subj_tok)) is not None:
+            # "Stefan and I divorced": the two of them, said from the speaker's end
+            targets = [n for n in (self.name(other),) if n is not None and not n.speaker]
+            targets = [_Name(self.compound(other), "person") if other.text[:1].isupper() else n for n in targets]
+            subject = self.me
+        elif row.turned:  # "my dog Rex passed away": the speaker's fact about Rex ends
+            if subject.speaker:
+                return True
+            targets, subject = [subject], self.me
+        elif row.mutual and any(o.lower_ in _FIRST_PERSON for o in direct) and not subject.speaker:
+            targets, subject = [subject], self.me  # "Priya dumped me", "he left me"
+        else:
+            if any(o.lower_ in _FIRST_PERSON for o in direct):  # "the doctor took me off statins"
+                subject = self.me
+            objects = [o for o in direct if o.lower_ not in _FIRST_PERSON]
+            objects += [o for _, o in self.pobjs(verb, ("with", "from", "at", "off", "of", "out of", "away from"))]
+            for o in objects:
+                if o.lemma_.lower() in ("job", "position", "role", "work", "notice"):  # "I left my job (at X)"
+                    job = True
+                    objects += [x for _, x in self.pobjs(o, ("at", "with", "for"))]
+                    continue
+                # "the house on Mill Lane" is Mill Lane; a bare "the house" names no stored home
+                o = next((x for _, x in self.pobjs(o, ("on", "in")) if x.pos_ == "PROPN"), o)
+                n = self.name(o)
+                if n is not None and not n.speaker and o.ent_type_ not in ("DATE", "TIME"):
+                    targets.append(n)
+            if lemma in _ENDERS and not job and not any(t.type == "organization" or t.text[:1].isupper()
+                                                         for t in targets):
+                return False  # "I quit smoking", "gave up dairy": a habit, read by `ender`
+        for target in targets:
+            self.end(subject, first, target, lemma, when, others=tuple(others))
+        if row.becomes is not None:
+            self.add(subject, "is", _Name(row.becomes, "concept"), when)
+        if not targets and (row.bare or job):
+            self.end(subject, first, None, lemma, when, others=tuple(others) if row.bare else ("works_as",))
+        return bool(targets) or row.bare or job
+
+    def together(self, verb: Token, subj_tok: Token) -> Token | None:
+        """"Stefan and I split up", "Ines and I broke up": the one the speaker did it with, however it parsed."""
+        if subj_tok is verb:
+            return None
+        if subj_tok.lower_ not in _FIRST_PERSON:
+            return subj_tok if any(c.lower_ in _FIRST_PERSON for c in subj_tok.conjuncts) else None
+        if (other := next((c for c in subj_tok.conjuncts if c.lower_ not in _FIRST_PERSON), None)) is not None:
+            return other  # "Me and Ola split up"
+        head = verb.head  # "Kit and I have been together": the name parsed as the root, the verb its conjunct
+        if verb.dep_ == "conj" and head.i < subj_tok.i and head.pos_ in ("PROPN", "NOUN") and any(
+                x.dep_ == "cc" and x.lower_ == "and" for x in head.children):
+            return head
+        return next((c for c in verb.children if c.i < subj_tok.i and c.dep_ in ("npadvmod", "nsubj", "nsubjpass")
+                     and any(x.dep_ == "cc" and x.lower_ == "and" for x in c.children)), None)
 
     def np_facts(self, tok: Token) -> None:
-        """Facts a noun phrase states by itself: "my sister Anna" (Anna sister_of speaker), "my dog Rex"."""
+        """Facts a noun phrase states by itself: "my sister Anna" (Anna sister_of speaker), "my dog Rex", "my last
+        day at X" (the table's phrase that ends a job or a course there, on the day the sentence names)."""
         if not self.mine(tok):
             return
         role = self.kin_role(tok)
         lemma = tok.lemma_.lower()
+        if (row := rel.ender(" ".join([*(c.lower_ for c in tok.lefts if c.dep_ == "amod"), lemma]))) is not None:
+            if not self.conditional(tok.head if tok.dep_ != "ROOT" else tok):
+                when = resolve(tok.sent.text, self.reference, future=tok.head.tag_ != "VBD")
+                for _, o in self.pobjs(tok, ("at", "with", "for")):
+                    n = self.name(o)
+                    if n is not None and not n.speaker:
+                        self.end(self.me, row.ends[0], n, "last day", when, others=row.ends[1:])
+            return
         if role is not None:
-            named = self.appos_name(tok) or self.called(tok)
+            named = self.appos_name(tok) or self.called(tok) or (  # "Andrei, my partner, works ..."
+                self.proper(tok.head) if tok.dep_ == "appos" and tok.head.pos_ == "PROPN" else None)
             if named is not None:
                 person = _Name(named, "person")
                 self.add(person, f"{role}_of", self.me)
@@ -357,19 +469,50 @@ class _Reader:
             if subj is None and tok.pos_ in ("VERB", "AUX") and (
                     tok.dep_ == "conj" or (tok.dep_ == "advcl" and tok.tag_ == "VBG")):
                 subj = next((c for c in tok.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
-            if subj is None and self.unsaid_i(tok):  # "Started hitting the gym last week", "Been to Rome once"
+            if subj is None and self.unsaid_i(tok):  # "Started swimming again this month", "Been to Rome once"
                 self.clause(tok, tok, self.me)
+                continue
+            if subj is None and self.unsaid_i(tok, ongoing=True):  # "Living in Leeds these days": a lasting fact
+                if tok.lemma_.lower() in _PLAN_VERBS:  # only, never an event; "Going to Rome next week": a plan
+                    if self.future(tok):
+                        self.plan_or_visit(tok, self.me, future=True)
+                    continue
+                for relation, obj, conf in self.relations(tok, self.me):
+                    self.add(self.me, relation, obj, self.when(tok, False), conf)
+                continue
+            aux_be = next((c for c in tok.children if c.dep_ in ("aux", "auxpass") and c.lemma_.lower() == "be"), None)
+            if tok.pos_ == "ADJ" and tok.dep_ == "ROOT" and aux_be is not None and (subj := subj or next(
+                    (c for c in aux_be.children if c.dep_ == "nsubj"), None)) is not None:
+                # "I'm not vegetarian any more": the adjective parsed as the root
+                if (subject := self.name(subj)) is not None and self.about_someone(subj, subject):
+                    self.copula_part(tok, subj, subject, tok, self.negated(tok), self.no_longer(tok),
+                                     self.when(tok, False))
                 continue
             if subj is None or tok.pos_ not in ("VERB", "AUX"):
                 continue
             if self.valued(tok, subj):
                 continue
+            if (other := self.together(tok, subj)) is not None:
+                if self.table_ending(tok, subj, self.me):
+                    continue
+                relation = lex.TOGETHER.get(tok.lemma_.lower()) if tok.lemma_.lower() != "be" else next(
+                    (lex.TOGETHER[c.lower_] for c in tok.children  # "Sam and I are married / have been together"
+                     if c.dep_ in ("acomp", "advmod", "attr") and c.lower_ in lex.TOGETHER), None)
+                partner = self.name(other)
+                if relation is not None and partner is not None and not self.conditional(tok):
+                    named = _Name(self.compound(other), "person") if other.text[:1].isupper() else partner
+                    # "Sam and I got married last year"; "Tom and I aren't together any more" ends it
+                    self.say(self.negated(tok) or self.no_longer(tok), self.me, relation, named, self.when(tok, False))
+                    continue
             subject = self.name(subj)
             if subject is None or not (self.about_someone(subj, subject) or self.about_mine(tok, subj)):
                 continue
             if subject.type == "person" and not subject.speaker:
                 self.last_person = subject
             self.clause(tok, subj, subject)
+            for other in subj.conjuncts:  # "my partner and I live in Cork": the speaker lives there too
+                if (also := self.name(other)) is not None and also.someone and also != subject:
+                    self.clause(tok, other, also)
 
     def valued(self, verb: Token, subj: Token) -> bool:
         """"Unconditional love is so important", "self-care is really important to me", "my family means the world
@@ -399,10 +542,16 @@ class _Reader:
         self.told(self.me, "values", _Name(phrase, "concept"), f"{self.me.text} values {phrase}", None)
         return True
 
-    def unsaid_i(self, verb: Token) -> bool:
+    def unsaid_i(self, verb: Token, ongoing: bool = False) -> bool:
         """Talk drops the "I" before a past verb that opens a sentence ("Went to Rome once", "Started a new job
         today"); an imperative ("Keep going"), a present ("Sounds great") or a question keeps no such subject."""
-        if verb.dep_ != "ROOT" or verb.pos_ not in ("VERB", "AUX") or verb.tag_ not in ("VBD", "VBN"):
+        inflected = verb.tag_ == "VB" and (verb.lower_ in lex.PAST_FORMS or (  # "Got a new job": no imperative
+            verb.lower_.endswith("ed") and verb.lower_ != verb.lemma_.lower()))
+        if ongoing:  # "Living in Leeds these days": a dropped "I'm"
+            inflected, tags = verb.tag_ == "VBG", ()
+        else:
+            tags = ("VBD", "VBN")
+        if verb.dep_ != "ROOT" or verb.pos_ not in ("VERB", "AUX") or (verb.tag_ not in tags and not inflected):
             return False
         if any(c.dep_ in ("nsubj", "nsubjpass", "expl", "csubj") for c in verb.children):
             return False
@@ -418,13 +567,18 @@ class _Reader:
         """"My favourite tea is X", "Radiohead is my favourite band": a copula about something of the speaker's."""
         if verb.lemma_.lower() != "be":
             return False
-        return self.mine(subj) or any(self.mine(c) for c in verb.children if c.dep_ in ("attr", "acomp"))
+        return self.mine(subj) or any(self.mine(c) for c in verb.children if c.dep_ in ("attr", "acomp")) or any(
+            self.mine(c) for c in subj.children if c.dep_ == "poss") or subj.lemma_.lower() == "home" or any(
+            c.dep_ in ("advcl", "ccomp", "relcl") and any(x.lower_ == "where" for x in c.children)
+            for c in verb.children)
 
     # -- clauses ----------------------------------------------------------------------------------
 
     def when(self, verb: Token, future: bool) -> datetime | None:
         text = " ".join(t.text for t in verb.subtree)
-        found = resolve(text, self.reference, future=future)
+        perfect = verb.tag_ == "VBN" and any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
+        found = resolve(text, self.reference, future=future, past=verb.tag_ == "VBD" and not future,
+                        perfect=perfect)
         if found is None and verb.dep_ == "conj":  # "Last month I got hurt and had to take a break": both then
             return self.when(verb.head, future)
         return found
@@ -441,7 +595,7 @@ class _Reader:
             and (self.negated(verb) or "no" in words))
 
     def future(self, verb: Token) -> bool:
-        """A plan: "I'm going to Japan next spring", "I'll be in Warsaw", "we're flying to X next month"."""
+        """A plan: "I'm flying to Peru next autumn", "I'll be in Turin", "we're flying to X next month"."""
         aux = {c.lower_ for c in verb.children if c.dep_ in ("aux", "auxpass")}
         if aux & {"will", "'ll", "shall", "gonna"}:
             return True
@@ -449,7 +603,7 @@ class _Reader:
         if any(w in text.split() for w in ("tomorrow", "next", "soon", "later")):
             return True
         return verb.tag_ == "VBG" and bool(aux & {"am", "'m", "is", "'s", "are", "'re"}) and \
-            verb.lemma_.lower() in _PLAN_VERBS | {"move"}
+            verb.lemma_.lower() in _PLAN_VERBS | {"move", "expect"}
 
     def objects(self, verb: Token, deps: tuple[str, ...] = ("dobj",)) -> list[Token]:
         out = []
@@ -475,8 +629,16 @@ class _Reader:
 
     def clause(self, verb: Token, subj_tok: Token, subject: _Name) -> None:
         lemma = verb.lemma_.lower()
-        if lemma in ("be", "become") or (verb.pos_ == "AUX" and lemma in ("be", "'s", "'m", "'re")):
+        if lemma in ("be", "become") or (verb.pos_ == "AUX" and lemma in ("be", "'s", "'m", "'re")) or (
+                lemma == "get" and any(c.dep_ == "acomp" for c in verb.children)):  # "I got married to Sam"
             self.copula(verb, subject)
+            return
+        if self.table_ending(verb, subj_tok, subject):
+            return
+        if lemma in ("go", "turn") and (state := next((self.state(c) for c in verb.children if c.dep_ in (
+                "acomp", "attr", "oprd", "dobj", "advmod") and self.state(c)), None)) is not None:
+            if not self.negated(verb) and not self.conditional(verb):  # "I went vegan in January"
+                self.add(subject, "is", _Name(state, "concept"), self.when(verb, False))
             return
         if lemma in ("move", "break", "split") and self.parting(verb, subject):
             return
@@ -492,6 +654,8 @@ class _Reader:
                 (c for c in verb.children if c.dep_ == "xcomp" and c.tag_ == "VB"
                  and any(a.lower_ == "to" for a in c.children)), None)) is not None \
                 and not (lemma == "decide" and inner.lemma_.lower() in _PLAN_VERBS | {"move"}):
+            if self.table_ending(inner, subj_tok, subject):  # "we had to rehome Miso"
+                return
             if not self.relations(inner, subject):  # a lasting fact the inner verb states is read below
                 self.event(inner, subject, self.when(verb, False), lead=verb)
                 return
@@ -533,6 +697,8 @@ class _Reader:
         if self.no_longer(verb) or self.no_longer(verb_for_time):
             for relation, obj, _ in self.relations(verb, subject):
                 self.end(subject, relation, obj, "no longer")
+            if lemma in _HABITS and not any(self.name(o) for o in self.objects(verb)):  # "I don't drink any more": the habit ends
+                self.end(subject, _HABITS[lemma], None, "no longer")
             return
         if self.negated(verb) or self.negated(verb_for_time):
             if lemma in _PLAN_VERBS and self.future(verb):
@@ -555,9 +721,14 @@ class _Reader:
                     obj = self.name(o)
                     if obj is not None:
                         self.add(subject, "dislikes", obj)
+            else:  # "I don't live in Leeds (, I live in York)": a denial ends what it denies, never confirms it
+                for relation, obj, _ in self.relations(verb, subject):
+                    self.end(subject, relation, obj, "not")
             return
         if lemma in _PLAN_VERBS and (self.future(verb) or self.future(verb_for_time)):
             self.plan_or_visit(verb, subject, future=True)
+            return
+        if lemma == "spend" and self.spent(verb, subject):
             return
         past_state = verb.tag_ == "VBD" and lemma in ("live", "work") and not any(
             c.dep_ in ("aux",) for c in verb.children) and self.when(verb, False) is None
@@ -572,10 +743,33 @@ class _Reader:
         if not found and verb is verb_for_time and not self.considering(verb, subject, when):
             self.event(verb, subject, when)
 
+    def spent(self, verb: Token, subject: _Name) -> bool:
+        """"Before X I spent six years at Y" (a past job, kept as history), "I've spent two years at Y" (held, since
+        then): time spent at an employer or a home."""
+        if not any(o.lemma_.lower() in ("year", "month", "decade", "week") for o in self.objects(verb)):
+            return False
+        perfect = verb.tag_ == "VBN" and any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
+        found = False
+        for prep, o in self.pobjs(verb, ("at", "with", "for", "in")):
+            obj = self.name(o)
+            if obj is None or obj.speaker:
+                continue
+            relation = "lives_in" if prep == "in" and obj.type == "place" else "works_at" if self.employer(o, obj) \
+                else None
+            if relation is None:
+                continue
+            found = True
+            if perfect:
+                span = next(" ".join(t.text for t in o.subtree) for o in self.objects(verb))
+                self.add(subject, relation, obj, resolve(f"for {span}", self.reference, perfect=True))
+            else:
+                self.end(subject, relation, obj, "past tense", None, past=True)
+        return found
+
     def event(self, verb: Token, subject: _Name, when: datetime | None, lead: Token | None = None) -> None:
         """What someone did or will do, told as news: "I went to a support group yesterday", "I ran a charity
         race last Saturday", "I'm going to a conference this month", "I went hiking last week", "the parade I
-        went to", "I had an interview for an internship", "I chose to go to networking events" (`lead` is the
+        went to", "I had an interview for an internship", "I chose to join a choir" (`lead` is the
         verb that tells the tense: "chose", "had", "managed"). Kept with its time, at a lower confidence: a
         happening, not a lasting trait. Only done or planned things (not habits or thoughts), with a thing."""
         lemma = verb.lemma_.lower()
@@ -677,12 +871,12 @@ class _Reader:
         return bool(kept)
 
     def parting(self, verb: Token, subject: _Name) -> bool:
-        """"We moved out of the flat on Baker Street" (home ends), "I broke up with Chris" (partner ends)."""
+        """"We moved out of the house on Mill Lane" (home ends)."""
         when = self.when(verb, False)
         lemma = verb.lemma_.lower()
         if lemma == "move":
             left = [o for prep, o in self.pobjs(verb, ("out", "from", "away")) if prep in ("out of", "away from")]
-            for o in left:  # "the flat on Baker Street" is Baker Street; a bare "the flat" names no stored home
+            for o in left:  # "the house on Mill Lane" is Mill Lane; a bare "the house" names no stored home
                 named = next((x for _, x in self.pobjs(o, ("on", "in")) if x.pos_ == "PROPN"), o)
                 place = self.name(named)
                 if place is not None:
@@ -734,10 +928,14 @@ class _Reader:
         return self.doc[verb.sent.end - 1].text == "?" if verb.sent is not None else False
 
     def ender(self, verb: Token, subject: _Name) -> bool:
-        """"I stopped drinking coffee", "I quit my job at X", "I left Infosys", "I gave up smoking", "sold my car"."""
+        """"I stopped drinking coffee", "I quit my job", "I gave up cigarettes", "sold my car"."""
         lemma = verb.lemma_.lower()
         when = self.when(verb, False)
         inner = next((c for c in verb.children if c.dep_ in ("xcomp", "dobj", "ccomp") and c.tag_ == "VBG"), None)
+        if inner is not None and inner.lemma_.lower() == "be":  # "I gave up being vegan": the state ends
+            for a in (c for c in inner.children if c.dep_ in ("attr", "acomp")):
+                self.end(subject, "is", _Name(self.state(a) or self.job_phrase(a), "concept"), lemma, when)
+            return True
         if inner is not None and lemma != "sell":
             rels = self.relations(inner, subject)
             if not rels:
@@ -782,7 +980,7 @@ class _Reader:
                     self.add(subject, "plans_to_visit" if future else "visited", replace(obj, type="place"))
 
     def simple(self, verb: Token, subject: _Name, lemma: str) -> None:
-        """Likes and dislikes, learning: "I love swimming", "I'm learning to play the violin"."""
+        """Likes and dislikes, learning: "I love swimming", "I'm learning the oboe"."""
         when = self.when(verb, False)
         if lemma == "learn":
             targets = self.objects(verb)
@@ -811,10 +1009,8 @@ class _Reader:
                 return
             out.append((relation, replace(obj, type=type_) if type_ and obj.type == UNTYPED else obj, 0.8))
 
-        if lemma in ("live", "reside", "stay") and lemma != "stay":
-            for prep, o in self.pobjs(verb, ("in", "at", "with", "near")):
-                put("lives_with" if prep == "with" else "lives_in", o, "person" if prep == "with" else "place",
-                    None if prep == "with" else _placeish)
+        if self.rows(verb, put):
+            pass
         elif lemma == "work":
             for prep, o in self.pobjs(verb, ("at", "for", "as", "in", "on")):
                 if prep in ("at", "for"):
@@ -833,9 +1029,6 @@ class _Reader:
                         out.append(("works_at", obj, 0.8))
                 elif prep == "on":
                     put("works_on", o, "project", lambda t, n: t.pos_ == "PROPN")
-        elif lemma in ("move", "relocate"):
-            for prep, o in self.pobjs(verb, ("to", "into")):
-                put("lives_in", o, "place", _placeish)
         elif lemma == "join":
             for o in self.objects(verb):
                 obj = self.name(o)
@@ -845,46 +1038,26 @@ class _Reader:
                     out.append(("works_at", obj, 0.8))
                 else:
                     out.append(("member_of", obj, 0.8))
-        elif lemma in ("teach", "study", "speak", "collect", "support", "coach", "run", "train"):
-            rel = {"teach": "teaches", "study": "studies", "speak": "speaks", "collect": "collects",
-                   "support": "supports", "coach": "coaches", "run": "runs", "train": "training_for"}[lemma]
-            if lemma == "train":
-                for _, o in self.pobjs(verb, ("for",)):
-                    put(rel, o)
-            else:
-                for o in self.objects(verb):
-                    if lemma == "run" and o.lemma_.lower() not in lex.WORKPLACES and o.lemma_.lower() != "business":
-                        continue
-                    put(rel, o)
-            for prep, o in self.pobjs(verb, ("at",)):
-                put("studies_at" if lemma == "study" else "works_at", o, "organization",
-                    None if lemma == "study" else self.employer)
-        elif lemma == "play":
+        elif lemma == "run":  # a business, not a race
             for o in self.objects(verb):
-                put("plays", o)
-            for prep, o in self.pobjs(verb, ("in", "for")):
-                put("member_of", o, "organization", lambda t, n: t.pos_ == "PROPN" or self.called(t) is not None)
-        elif lemma in ("have", "own", "get", "adopt", "buy", "drive", "got"):
+                if o.lemma_.lower() in lex.WORKPLACES or o.lemma_.lower() == "business":
+                    put("runs", o)
+            for _, o in self.pobjs(verb, ("at",)):
+                put("works_at", o, "organization", self.employer)
+        elif lemma in ("have", "own", "get", "adopt", "buy", "drive", "got") and not any(
+                o.lemma_.lower() in _JOB_WORDS for o in self.objects(verb)):  # "I got a new job at X": below
             for o in self.objects(verb):
                 self.possession(lemma, o, out)
-        elif lemma in ("drink", "eat", "smoke", "use", "take", "volunteer", "attend"):
-            if lemma == "volunteer":
-                for _, o in self.pobjs(verb, ("at", "for", "with")):
-                    put("volunteers_at", o, "organization")
-            elif lemma == "take" and any(c.dep_ == "prt" for c in verb.children):
+        elif lemma == "take":
+            if any(c.dep_ == "prt" for c in verb.children):
                 for o in self.objects(verb):
                     put("likes", o)
             elif lemma == "take" and (verb.tag_ == "VBD" or any(self.pobjs(x, ("to", "from")) for x in (
                     verb, *self.objects(verb))) or any(c.dep_ == "xcomp" and c.tag_ == "VBG" for c in verb.children)):
                 pass  # "I took the kids to the museum", "took my fam camping", "a break from pottery": events
             else:
-                rel = {"drink": "drinks", "eat": "eats", "smoke": "smokes", "use": "uses", "take": "takes",
-                       "attend": "attends"}[lemma]
                 for o in self.objects(verb):
-                    put(rel, o)
-        elif lemma in ("grow",) and any(c.lower_ == "up" for c in verb.children):
-            for _, o in self.pobjs(verb, ("in",)):
-                put("grew_up_in", o, "place")
+                    put("takes", o)
         elif lemma == "bear" and verb.tag_ == "VBN":
             for _, o in self.pobjs(verb, ("in", "on")):
                 obj = self.name(o) or (_Name(o.text, "date") if o.ent_type_ == "DATE" or o.like_num else None)
@@ -892,15 +1065,12 @@ class _Reader:
                     obj = _Name(span.text, "date")
                 if obj is not None:
                     out.append(("born_in", obj, 0.8))
-        elif lemma == "diagnose":
-            for _, o in self.pobjs(verb, ("with",)):
-                put("has_condition", o, "condition")
-        elif lemma == "marry":
+        elif lemma == "see" and verb.tag_ == "VBG":  # "I'm seeing Tom": dating
             for o in self.objects(verb):
-                put("is_married_to", o, "person")
+                put("partner_of", o, "person", lambda t, n: t.pos_ == "PROPN" and n.type in ("person", UNTYPED))
         elif lemma == "expect":
             for o in self.objects(verb):
-                if o.lemma_.lower() in ("baby", "child", "twins"):
+                if o.lemma_.lower() in ("baby", "child", "twins", "twin", "triplets"):
                     put("expecting", o)
         elif lemma == "go":
             for _, o in self.pobjs(verb, ("to",)):
@@ -916,29 +1086,59 @@ class _Reader:
                 obj = self.name(o)
                 if obj is not None and (obj.type == "place" or o.pos_ == "PROPN") and obj.type != "person":
                     out.append(("visited", replace(obj, type="place"), 0.8))
-        elif lemma == "cycle":
-            for _, o in self.pobjs(verb, ("to",)):
-                put("cycles_to", o)
         elif lemma in lex.LIKE_VERBS:
             for o in self.objects(verb, ("dobj", "xcomp")):
                 put(lex.LIKE_VERBS[lemma], o)
-        elif lemma == "learn":
-            for o in self.objects(verb):
-                put("learning", o)
-        elif lemma in ("start", "begin", "get", "land", "take") and any(
-                o.lemma_.lower() in ("job", "position", "role", "internship") for o in self.objects(verb)):
-            job = next(o for o in self.objects(verb) if o.lemma_.lower() in ("job", "position", "role", "internship"))
+        elif lemma in ("start", "begin", "get", "land", "take", "got", "have") and any(
+                o.lemma_.lower() in _JOB_WORDS for o in self.objects(verb)):
+            job = next(o for o in self.objects(verb) if o.lemma_.lower() in _JOB_WORDS)
             for prep, o in self.pobjs(job, ("at", "with", "for")) + self.pobjs(verb, ("at", "with", "for")):
                 put("works_at", o, "organization", self.employer)
             for prep, o in self.pobjs(job, ("as",)) + self.pobjs(verb, ("as",)):
                 put("works_as", o, "concept")
         elif lemma == "retire":
             out.append(("is", _Name("retired", "concept"), 0.8))
+        elif lemma in ("start", "begin", "do", "take", "finish") and (degree := self.degree(verb)) is not None:
+            relation = "plans_to_study" if self.future(verb) else "studies"  # "I'm starting a master's next year"
+            out.append((relation, _Name(degree, "concept"), 0.8))
         return out
+
+    def degree(self, verb: Token) -> str | None:
+        """The course a verb takes on: its object, or a degree the parse hung on a time word ("a master's next
+        year" read as the year's master)."""
+        objects = self.objects(verb) + [p for c in verb.children if c.dep_ == "npadvmod" and _timeish(c)
+                                        for p in c.children if p.dep_ == "poss"]
+        for o in objects:
+            if o.lemma_.lower() in lex.DEGREES:
+                words = [c.lower_ for c in o.lefts if c.dep_ in ("compound", "amod") and c.lower_ not in
+                         lex.EVALUATIVE]
+                return " ".join([*words, o.text if any(ch.isupper() for ch in o.text) else o.lemma_.lower()])
+        return None
+
+    def rows(self, verb: Token, put: Any) -> bool:
+        """The verb table (extract_lexicon.VERB_ROWS) on one clause: each row whose verb (and particle) this is puts
+        its relation on the objects in its slot, typed and checked as the row says. True when a row is the verb's."""
+        lemma = verb.lemma_.lower()
+        particles = {c.lower_ for c in verb.children if c.dep_ == "prt"}
+        mine = [r for r in lex.VERB_ROWS if r[0] == lemma and (r[1] is None or r[1] in particles)]
+        checks = {"place": _placeish, "employer": self.employer,
+                  "named": lambda t, n: t.pos_ == "PROPN" or self.called(t) is not None, None: None}
+        for _, _, slot, relation, type_, check in mine:
+            targets = self.objects(verb) if slot == "dobj" else [o for _, o in self.pobjs(verb, tuple(slot.split()))]
+            for o in targets:
+                put(relation, o, type_, checks[check])
+        return bool(mine)
 
     def possession(self, lemma: str, o: Token, out: list[tuple[str, _Name, float]]) -> None:
         """have / own / adopt / buy / drive: a pet, a condition, children, or a thing owned."""
         head = o.lemma_.lower()
+        role = self.kin_role(o)
+        if role is not None and (named := self.called(o) or self.appos_name(o)) is not None:
+            person = _Name(named, "person")  # "I've got a girlfriend called Ines", "we have a son, Leo"
+            self.facts.append(ExtractedFact(named, f"{role}_of", self.me.text, "semantic",
+                                            sentence(named, f"{role}_of", self.me.text), 0.8, "person", self.me.type))
+            self.last_person = person
+            return
         if head in lex.PETS:
             head = self.kind(o)
             named = self.called(o) or self.appos_name(o)
@@ -971,6 +1171,10 @@ class _Reader:
                                      else " ".join(t.text for t in o.subtree if t.dep_ in ("nummod",) or t == o),
                                      "concept"), 0.8))
             return
+        if lemma == "drive" and (obj := self.name(o)) is not None and obj.type != "person" and (
+                o.pos_ == "PROPN" or head in ("car", "van", "truck", "motorbike")):  # "I drive a Skoda now"
+            out.append(("owns_car", replace(obj, type="product"), 0.8))
+            return
         if lemma in ("own", "buy", "drive") or (lemma == "have" and head in lex.OWNABLE_HEADS):
             obj = self.name(o)
             if obj is not None and obj.type not in ("person", "place"):
@@ -986,7 +1190,7 @@ class _Reader:
 
     def copula(self, verb: Token, subject: _Name, past: bool = False) -> None:
         """"My manager is Priya", "Priya is my sister", "I'm a nurse at X", "I'm allergic to peanuts", "I'm vegan",
-        "My favourite tea is genmaicha", "Mia is from Vienna"."""
+        "My favourite tea is genmaicha", "Ola is from Gdansk"."""
         subj_tok = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None) or next(
             (c for c in verb.head.children if c.dep_ in ("nsubj", "nsubjpass")), verb)
         negated, ended = self.negated(verb), self.no_longer(verb)
@@ -994,6 +1198,8 @@ class _Reader:
             return
         future = self.future(verb)
         when = self.when(verb, future)
+        if not future and self.copula_rows(verb, subj_tok, subject, when, negated or ended):
+            return
         for attr in [c for c in verb.children if c.dep_ in ("attr", "acomp", "oprd")]:
             for a in [attr, *[x for x in attr.conjuncts if x.i > attr.i]]:
                 self.copula_part(verb, subj_tok, subject, a, negated, ended, when, past)
@@ -1002,7 +1208,7 @@ class _Reader:
                 obj = self.name(o)
                 if obj is None:
                     continue
-                if prep == "from" and obj.type in ("place", UNTYPED):
+                if prep == "from" and (obj.type in ("place", UNTYPED) or o.pos_ == "PROPN"):
                     self.add(subject, "from", replace(obj, type="place"), when)
                 elif prep == "in" and future and obj.type == "place":
                     self.add(subject, "plans_to_visit", obj)
@@ -1011,6 +1217,102 @@ class _Reader:
                 elif prep == "at" and (o.lemma_.lower() in lex.EVENT_NOUNS or o.ent_type_ == "EVENT") and \
                         subject.someone:  # "I was at a jazz gig last night"
                     self.add(subject, "plans_to_attend" if future else "attended", replace(obj, type="event"), when)
+
+    def copula_rows(self, verb: Token, subj_tok: Token, subject: _Name, when: datetime | None,
+                    deny: bool = False) -> bool:
+        """Copulas that say where someone lives, works or what they take, in the words people use: "my wife's name
+        is Kemi", "Leeds is home now" / "home is Leeds", "we've been in Ghent since 2017", "I'm at PwC now",
+        "I'm on amlodipine"; denied ("I'm not with Deloitte any more", "we're not together now", "I'm off the
+        pills"), each ends what it would have stated."""
+        attr = next((c for c in verb.children if c.dep_ in ("attr", "acomp", "advmod") and c.lemma_.lower() != "now"
+                     and c.lower_ not in ("also", "still", "really", "just")), None)
+        owner = next((c for c in subj_tok.children if c.dep_ == "poss"), None)
+        if subj_tok.lemma_.lower() == "name" and owner is not None and attr is not None and attr.pos_ == "PROPN":
+            role = self.kin_role(owner) if self.mine(owner) else None
+            if role is not None:  # "my wife's name is Kemi": Kemi is the wife, and "she" after it
+                person = _Name(self.proper(attr), "person")
+                self.say(deny, person, f"{role}_of", self.me, when)
+                self.last_person = person
+                return True
+            return False
+        if self.mine(subj_tok) and (kind := lex.CONTACTS.get(subj_tok.lemma_.lower())) is not None:
+            words = [t for t in self.doc[verb.i + 1 : verb.sent.end] if not t.is_punct or t.text in "@.+-"]
+            value = "".join(t.text_with_ws for t in words).strip(" .")
+            if value:  # "my phone number is 07700 900123", "my email is jo@example.org"
+                relation = "email" if kind == "email" or any(c.lower_ == "email" for c in subj_tok.lefts) else kind
+                self.say(deny, self.me, relation, _Name(value, "concept"), when)
+                return True
+        thing = subj_tok.lemma_.lower()
+        if self.mine(subj_tok) and thing in lex.MY_THINGS and attr is not None and attr.dep_ == "attr" \
+                and attr.pos_ in ("NOUN", "PROPN") and (lex.MY_THINGS[thing] != "works_as" or self.is_job(attr)) \
+                and (obj := self.name(attr)) is not None:
+            # "my employer is Aviva", "my job is teaching", "my phone's a Samsung"
+            self.say(deny, self.me, lex.MY_THINGS[thing], replace(obj, type=UNTYPED) if obj.speaker else obj, when)
+            return True
+        if thing == "home" and self.mine(subj_tok):  # "my home is in Leeds"
+            for _, o in self.pobjs(verb, ("in",)):
+                if (place := self.name(o)) is not None:
+                    self.say(deny, self.me, "lives_in", replace(place, type="place"), when)
+                    return True
+        where = next((c for c in verb.children if c.dep_ in ("advcl", "ccomp", "relcl") and any(
+            x.lower_ == "where" for x in c.children) and any(x.dep_ == "nsubj" and x.lower_ in _FIRST_PERSON
+                                                              for x in c.children)), None)
+        if where is not None and subj_tok is not verb and (  # "Aviva is where I work", "Leeds is where I live"
+                relation := {"work": "works_at", "live": "lives_in"}.get(where.lemma_.lower())) is not None:
+            if (obj := self.name(subj_tok)) is not None and not obj.speaker:
+                shown = _Name(self.proper(subj_tok), "organization" if relation == "works_at" else "place")
+                self.say(deny, self.me, relation, shown, when)
+                return True
+        home = attr is not None and attr.lemma_.lower() == "home" and not any(
+            c.dep_ == "poss" and c.lower_ not in _MY for c in attr.children)
+        if home and subj_tok is not verb and (place := self.name(subj_tok)) is not None and not place.speaker \
+                and (place.type == "place" or subj_tok.pos_ == "PROPN"):  # "Leeds is home now"
+            self.say(deny, self.me, "lives_in", replace(place, type="place"), when)
+            return True
+        if subj_tok.lemma_.lower() == "home" and attr is not None and attr.pos_ == "PROPN" and (
+                (place := self.name(attr)) is not None):  # "home is Leeds these days"
+            self.say(deny, self.me, "lives_in", replace(place, type="place"), when)
+            return True
+        if attr is not None and attr.lower_ == "together" and subject.speaker and deny:
+            self.end(self.me, "partner_of", None, "no longer", when, others=("engaged_to",))  # "we're not together"
+            return True
+        if not subject.someone:
+            return False
+        perfect = verb.tag_ == "VBN" and (any(c.dep_ == "aux" and c.lemma_.lower() == "have" for c in verb.children)
+                                          or (verb.dep_ == "ROOT" and subj_tok is verb))  # "Been at X since May"
+        for prep, o in self.pobjs(verb, ("in", "at", "on", "with", "off")):
+            obj = self.name(o)
+            if obj is None or obj.speaker:
+                continue
+            firm = o.pos_ == "PROPN" and o.ent_type_ not in ("LOC", "FAC", "EVENT", "DATE", "TIME", "GPE", "PERSON")
+            if prep in ("at", "with") and firm and perfect:  # "I've been at Deloitte for three years"
+                self.say(deny, subject, "works_at", replace(obj, type="organization"), when)
+                return True
+            if prep == "with" and (firm or o.ent_type_ == "ORG") and (deny or lex.PRESENT_WORDS & {
+                    c.lower_ for c in verb.subtree}):
+                self.say(deny, subject, "works_at", obj, when)  # "I'm with Deloitte now"
+                return True
+            if prep == "in" and perfect and (obj.type == "place" or (obj.type == UNTYPED and o.pos_ == "PROPN")):
+                self.say(deny, subject, "lives_in", replace(obj, type="place"), when)  # "we've been in Ghent since 2017"
+                return True
+            if prep == "at" and o.pos_ == "PROPN" and o.ent_type_ not in ("LOC", "FAC", "EVENT", "DATE", "TIME") \
+                    and lex.PRESENT_WORDS & {c.lower_ for c in verb.subtree}:  # "I'm at PwC now"
+                self.say(deny, subject, "works_at", replace(obj, type="organization"), when)
+                return True
+            if prep == "off" and _medicine(o):  # "I'm off the pills now"
+                self.end(subject, "takes", replace(obj, type="concept"), "off", when)
+                return True
+            if prep == "on" and _medicine(o):  # "I'm on amlodipine", "she's on statins"
+                self.say(deny, subject, "takes", replace(obj, type="concept"), when)
+                return True
+        return False
+
+    def say(self, deny: bool, subject: _Name, relation: str, obj: _Name, when: datetime | None = None) -> None:
+        """A fact, or its end when the clause denies it ("I'm not with X any more"): a denial never confirms."""
+        if deny:
+            self.end(subject, relation, obj, "no longer", when)
+        else:
+            self.add(subject, relation, obj, when)
 
     def copula_part(self, verb: Token, subj_tok: Token, subject: _Name, a: Token, negated: bool, ended: bool,
                     when: datetime | None, past: bool = False) -> None:
@@ -1030,6 +1332,10 @@ class _Reader:
             role = self.kin_role(a)
             if role is not None:
                 self.add(subject, f"{role}_of", self.me, when)
+            elif a.lemma_.lower() in lex.PETS and subj_tok.pos_ == "PROPN":  # "Biscuit is our dog"
+                pet = _Name(self.proper(subj_tok), "pet")
+                self.add(self.me, "has_pet", pet, when)
+                self.add(pet, "is_a", _Name(self.kind(a), "concept"))
             return
         # "My manager is Priya", "My favourite tea is genmaicha", "My dog is called Bruno"
         if self.mine(subj_tok) and not subject.speaker:
@@ -1047,8 +1353,10 @@ class _Reader:
                 self.add(replace(obj, type="person"), f"{role}_of", self.me, when)
                 self.last_person = replace(obj, type="person")
                 return
-        if a.dep_ == "acomp" or a.pos_ == "ADJ":
+        if a.dep_ == "acomp" or a.pos_ == "ADJ" or self.state(a) is not None:
             preps = [(p.lower_, o) for p in a.children if p.dep_ == "prep" for o in p.children if o.dep_ == "pobj"]
+            preps += [("to", x) for x in a.children if x.dep_ == "xcomp" and any(  # "allergic to shellfish" read
+                c.lower_ == "to" and c.dep_ == "aux" for c in x.children)]
             for prep, o in preps:
                 relation = lex.ADJ_RELATIONS.get((word, prep))
                 obj = self.name(o)
@@ -1061,13 +1369,9 @@ class _Reader:
                 self.add(subject, relation, obj, when)
             state = self.state(a)
             if state is not None and not any(lex.ADJ_RELATIONS.get((word, p)) for p, _ in preps):
-                if state == "divorced" and not negated:
-                    self.end(subject, "is_married_to", None, "divorced", when)
-                    return
-                if negated or ended or past:
-                    if ended or past:
-                        self.end(subject, "is", _Name(state, "concept"), "no longer" if ended else "past tense",
-                                 past=past)
+                if negated or ended or past:  # "I'm not vegan (any more)": a denial ends, never confirms
+                    self.end(subject, "is", _Name(state, "concept"), "past tense" if past else "no longer"
+                             if ended else "not", past=past)
                     return
                 self.add(subject, "is", _Name(state, "concept"), when)
             elif a.ent_type_ == "NORP" and not negated:
@@ -1075,13 +1379,13 @@ class _Reader:
             return
         if negated and not ended:
             return
-        # "I'm a nurse at St Mary's", "Oliver is a vet", "I'm a huge fan of jazz"
-        if word == "fan":
+        # "I'm a nurse at St Mary's", "Oliver is a vet", "she's a fan of opera"
+        if word in ("fan", "member"):  # "a fan of opera", "a member of a chess club": likes, member_of
             for _, o in [(p.lower_, o) for p in a.children if p.dep_ == "prep" and p.lower_ == "of"
                          for o in p.children if o.dep_ == "pobj"]:
                 obj = self.name(o)
                 if obj is not None:
-                    self.add(subject, "likes", obj, when)
+                    self.add(subject, "likes" if word == "fan" else "member_of", obj, when)
             return
         if subject.type in ("person",) and self.is_job(a):
             job = _Name(self.job_phrase(a), "concept")
@@ -1105,11 +1409,13 @@ class _Reader:
             return
         if word in lex.IDENTITIES and subject.speaker and not past:  # "I'm a transgender woman", "a single parent"
             phrase = self.job_phrase(a)
-            if phrase not in ("man", "woman"):  # "I'm a lucky man" says nothing of who he is
+            if phrase not in ("man", "woman") and ended:
+                self.end(subject, "is", _Name(phrase, "concept"), "no longer")
+            elif phrase not in ("man", "woman"):  # "I'm a lucky man" says nothing of who he is
                 self.add(subject, "is", _Name(phrase, "concept"), when)
 
     def state(self, a: Token) -> str | None:
-        words = [c.lower_ for c in a.lefts if c.dep_ in ("amod", "npadvmod", "advmod") and c.lower_ not in ("so",
+        words = [c.lower_ for c in a.lefts if c.dep_ in ("amod", "npadvmod", "advmod", "compound") and c.lower_ not in ("so",
                  "very", "really", "now", "also", "still", "actually")] + [a.lower_]
         phrase = " ".join(words)
         if phrase in lex.STATES:
@@ -1128,6 +1434,17 @@ class _Reader:
 
 _HABITS = {"smoking": "smokes", "smoke": "smokes", "drinking": "drinks", "drink": "drinks", "vaping": "smokes",
            "vape": "smokes", "eating": "eats"}
+
+
+def _medicine(tok: Token) -> bool:
+    """A medicine by its name's ending (the international nonproprietary stems) or a word for one."""
+    word = tok.lemma_.lower()
+    return word in lex.MEDICINE_WORDS or (tok.pos_ in ("NOUN", "PROPN", "ADJ") and word.endswith(lex.MEDICINE_STEMS))
+
+
+def _timeish(tok: Token) -> bool:
+    """"every Sunday", "most Thursdays", "in March": a time word, never a name beside a noun."""
+    return tok.ent_type_ in ("DATE", "TIME") or tok.lower_.rstrip("s") in lex.TIME_WORDS
 
 
 def _looks_proper(tok: Token) -> bool:
@@ -1160,7 +1477,7 @@ def _placeish(tok: Token, name: _Name) -> bool:
 
 
 def _lines(episode: Episode) -> Iterator[tuple[Speaker, str]]:
-    """What the user side said: an assistant's words are never facts about anyone ("I live in the cloud")."""
+    """What the user side said: an assistant's words are never facts about anyone ("I run on a server")."""
     for said_by, line in speaker_lines(episode.content, episode_speaker(episode)):
         if said_by.role == "user":
             yield said_by, line[:MAX_LINE_CHARS]
@@ -1169,7 +1486,7 @@ def _lines(episode: Episode) -> Iterator[tuple[Speaker, str]]:
 def fallback_facts(doc: Doc, speaker: Speaker, reference: datetime) -> list[ExtractedFact]:
     """The regex rules on sentences the parse made nothing of: the small model mis-tags unusual names ("vim",
     "ProjectX") and then misses clauses the rules read well. Only statements (no questions, no "if"), and none of
-    the rules' known slips: a time or a non-workplace taken for an employer ("I work at home on Fridays")."""
+    the rules' known slips: a time or a non-workplace taken for an employer ("I work at home most Mondays")."""
     out: list[ExtractedFact] = []
     for sent in doc.sents:
         text = sent.text.strip()
@@ -1187,12 +1504,18 @@ def fallback_facts(doc: Doc, speaker: Speaker, reference: datetime) -> list[Extr
     return out
 
 
-def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]]) -> Extraction:
-    """One episode's parsed lines -> its extraction: the change rules first, then the parse, one fact per triple."""
+def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
+              context: dict[str, _Name] | None = None) -> Extraction:
+    """One episode's parsed lines -> its extraction: the change rules first, then the parse, one fact per triple.
+
+    `context` carries the person last named in each conversation (group) from one episode to the next of a batch,
+    so "she" in a turn is the person the turn before named."""
     facts: list[ExtractedFact] = []
     endings: list[ExtractedEnding] = []
     speakers: dict[str, Speaker] = {}
     aliases: dict[str, tuple[str, ...]] = {}
+    context = {} if context is None else context
+    last_person: _Name | None = context.get(episode.group_id)
     for said_by, line, doc in docs:
         speakers.setdefault(said_by.entity_name, said_by)
         changes, names = change_facts(line)
@@ -1201,13 +1524,20 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]]) -> Ext
         if names:
             aliases[said_by.entity_name] = tuple(dict.fromkeys((*aliases.get(said_by.entity_name, ()), *names)))
         reader = _Reader(doc, said_by, episode.reference_time)
+        reader.last_person = last_person  # "she" on the next line is the person the line before named
         reader.read()
+        last_person = reader.last_person
         facts.extend(reader.facts)
         endings.extend(reader.endings)
         if not reader.facts and not reader.endings and not changes:
             facts.extend(fallback_facts(doc, said_by, episode.reference_time))
+    if last_person is not None:
+        context[episode.group_id] = last_person
     seen: dict[tuple[str, str, str], ExtractedFact] = {}
+    ended = {(e.subject.lower(), r, (e.object or "").lower()) for e in endings for r in (e.relation, *e.relations)}
     for f in facts:
+        if (f.subject.lower(), f.relation, f.object.lower()) in ended:  # "my dog Rex passed away": no longer held
+            continue
         seen.setdefault((f.subject.lower(), f.relation, f.object.lower()), f)
     unique = tuple(seen.values())
     ends = tuple(dict.fromkeys(endings))
@@ -1245,9 +1575,10 @@ class ParsedExtractor:
         for (i, s, text), doc in zip(lines, docs, strict=True):
             per[i].append((s, text, doc))
         out: list[Extraction | Exception] = []
+        context: dict[str, _Name] = {}  # the person last named per conversation, turn to turn
         for ep, parsed in zip(episodes, per, strict=True):
             try:
-                out.append(read_docs(ep, parsed))
+                out.append(read_docs(ep, parsed, context))
             except Exception as exc:  # noqa: BLE001 - one episode's oddity never costs the batch
                 out.append(exc)
         return out

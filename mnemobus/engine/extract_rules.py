@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from mnemobus.engine.extract import (
-    EXCLUSIVE_RELATIONS, ExtractedFact, Extraction, Speaker, entities_of, episode_speaker, speaker_lines,
+    ExtractedFact, Extraction, Speaker, entities_of, episode_speaker, speaker_lines,
 )
+from mnemobus.engine.relations import one_value
 from mnemobus.store.model import EdgeType, Episode
 
 SPEAKER = "\x00speaker"  # first person while the rules run; the message's speaker replaces it
@@ -104,7 +105,7 @@ def _verb_agrees(subject: str, m: re.Match[str]) -> bool:
 
 def _simple(relation: str, verb: str, edge: EdgeType, otype: str = "thing", stype: str = "thing"):  # noqa: ANN202
     """One fact per object; for relations that can hold several objects at once, one per item of a list."""
-    listable = relation not in EXCLUSIVE_RELATIONS
+    listable = not one_value(relation)
 
     def build(subject: str, m: re.Match[str]) -> list[ExtractedFact]:
         obj = _clean(m.group("o"))

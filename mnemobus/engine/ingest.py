@@ -21,8 +21,9 @@ import numpy as np
 from mnemobus.engine.candidates import CandidateAware, preselect
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.extract import (
-    EXCLUSIVE_RELATIONS, UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
+    UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
 )
+from mnemobus.engine.relations import canonical_extraction, one_value, symmetric
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
@@ -177,7 +178,10 @@ def prefetch_for(prepared: Sequence[_Prepared]) -> Prefetch:
             if name and vector is not None:
                 similar.setdefault((group, name), vector)
         chains.update((group, normalise_name(f.subject), f.relation) for f in p.extraction.facts)
-        chains.update((group, normalise_name(e.subject), e.relation) for e in p.extraction.endings)
+        for e in p.extraction.endings:
+            chains.update((group, normalise_name(e.subject), r) for r in (e.relation, *e.relations))
+            if e.object and symmetric(e.relation):
+                chains.add((group, normalise_name(e.object), e.relation))
     return Prefetch(tuple(episodes), tuple(sorted(a for a in aliases if a[1])), tuple(sorted(c for c in chains if c[1])),
                     tuple((g, name, v) for (g, name), v in similar.items()), SIMILAR_CANDIDATES)
 
@@ -232,7 +236,7 @@ class Ingestor:
             if isinstance(extraction, Exception):  # one bad episode must not sink the batch
                 results[slot] = extraction
                 continue
-            prepared.append(_Prepared(slot, episode, screened, extraction))
+            prepared.append(_Prepared(slot, episode, screened, canonical_extraction(extraction)))
         try:
             await self._embed(prepared)
         except Exception as exc:  # noqa: BLE001 - without vectors none of them can be written as designed
@@ -422,9 +426,13 @@ class Ingestor:
             counts.reinforced += 1
             return
         new_id = fact_id_for(group, subject.id, f.relation, obj.id, t, episode.id)
-        exclusive = f.relation in EXCLUSIVE_RELATIONS
-        # a later fact of an exclusive relation already ends this one (episodes may arrive out of order)
-        later = [x for x in chain if exclusive and x.valid_at is not None and x.valid_at > t]
+        exclusive = one_value(f.relation)
+        def heard_later(x: Fact) -> bool:  # told after this message (an episode that arrived out of order)
+            return (x.last_seen or x.valid_at or t) > seen
+
+        # a later fact of an exclusive relation, told later, already ends this one (episodes may arrive out of order)
+        later = [x for x in chain if exclusive and x.valid_at is not None and x.valid_at > t and heard_later(x)
+                 and x.object_id != obj.id]
         successor = min(later, key=lambda x: x.valid_at) if later else None  # type: ignore[arg-type,return-value]
         new = Fact(id=new_id, group_id=group, subject_id=subject.id, object_id=obj.id, subject_name=subject.name,
                    object_name=obj.name, relation=f.relation, edge_type=f.edge_type, fact=f.fact,
@@ -434,10 +442,15 @@ class Ingestor:
         await txn.insert_fact(new, vector)
         counts.added += 1
         now = datetime.now(UTC)
-        ended = [x for x in chain if valid_at_time(x, t) and x.object_id != obj.id
-                 and (exclusive or (replaced is not None and x.object_id == replaced.id))]
+        # held at t, or heard before this message though dated after t ("I live in Leeds" yesterday, then "I moved
+        # to York last month": York is the newer word, and Leeds ends as soon as it began)
+        ended = [x for x in chain if x.object_id != obj.id and (valid_at_time(x, t) or (
+                     x.invalid_at is None and x.valid_at is not None and x.valid_at > t and not heard_later(x)))
+                 and ((exclusive and episode.id not in x.episode_ids)  # two values said at once are both held
+                      or (replaced is not None and x.object_id == replaced.id))]
         for x in ended:
-            await txn.update_fact(replace(x, invalid_at=t, expired_at=now, superseded_by=new_id))
+            end_at = t if x.valid_at is None or x.valid_at <= t else x.valid_at
+            await txn.update_fact(replace(x, invalid_at=end_at, expired_at=now, superseded_by=new_id))
             counts.invalidated += 1
         if replaced is not None and not ended and replaced.id != obj.id and not any(
             x.object_id == replaced.id for x in chain
@@ -459,12 +472,27 @@ class Ingestor:
         past (valid until then), so "I used to live in Paris" is remembered as history, not as now."""
         group, seen = episode.group_id, episode.reference_time
         t = _utc(e.at) if e.at is not None else seen
+
+        def ends(x: Fact) -> bool:
+            # held when it ended, or heard before this message though the end it names is earlier ("I retired
+            # last month" after "I'm a teacher" said last week): then it ends when it was heard
+            return x.invalid_at is None and (x.valid_at is None or x.valid_at < t or (
+                x.valid_at < seen and (x.last_seen or x.valid_at) < seen)) or (
+                x.invalid_at is not None and valid_at_time(x, t) and (x.valid_at is None or x.valid_at < t))
+
         chain = await txn.facts_between(group, subject.id, e.relation)
-        current = [x for x in chain if valid_at_time(x, t) and (obj is None or x.object_id == obj.id)
-                   and (x.valid_at is None or x.valid_at < t)]
+        current = [x for x in chain if (obj is None or x.object_id == obj.id) and ends(x)]
+        if obj is not None and symmetric(e.relation):  # "Stefan and I split up": held either way round
+            current += [x for x in await txn.facts_between(group, obj.id, e.relation)
+                        if x.object_id == subject.id and ends(x)]
+        # "I left Zalando": whichever of them holds Zalando ends; "I retired": all of them end
+        for other in e.relations if not current or obj is None else ():
+            current += [x for x in await txn.facts_between(group, subject.id, other)
+                        if (obj is None or x.object_id == obj.id) and ends(x)]
         now = datetime.now(UTC)
         for x in current:
-            await txn.update_fact(replace(x, invalid_at=t, expired_at=now))
+            end_at = t if x.valid_at is None or x.valid_at < t else x.valid_at
+            await txn.update_fact(replace(x, invalid_at=end_at, expired_at=now))
             await txn.add_fact_source(group, x.id, episode.id, episode.source_message_id)  # the ending's source
             counts.invalidated += 1
         if current or obj is None or any(x.object_id == obj.id for x in chain) or not e.fact:

@@ -18,7 +18,8 @@ _MONTHS["sept"] = 9
 _WEEKDAYS = {d: i for i, d in enumerate("monday tuesday wednesday thursday friday saturday sunday".split())}
 _SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a few": 3, "several": 3}
+           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
+           "thirty": 30, "forty": 40, "fifty": 50, "a couple of": 2, "a few": 3, "several": 3}
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365, "decade": 3650}
 
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
@@ -38,6 +39,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(p, 
     ("season", r"\b(?P<rel>last|next|this|in the|in)\s+(?P<season>spring|summer|autumn|fall|winter)\b"),
     ("weekday", r"\b(?P<rel>last|next|on|this)\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"),
     ("month", r"\b(?P<rel>in|last|next|since|this|by|from)\s+" + _MONTH + r"\b"),
+    ("span", r"\bfor\s+(?:the\s+(?:past|last)\s+)?" + _COUNT + r"\s+(?P<unit>day|week|month|year|decade)s?\b"),
 ))
 
 
@@ -51,17 +53,20 @@ def time_phrase(text: str) -> re.Match[str] | None:
     return best
 
 
-def resolve(text: str, reference: datetime, *, future: bool = False) -> datetime | None:
+def resolve(text: str, reference: datetime, *, future: bool = False, past: bool = False,
+            perfect: bool = False) -> datetime | None:
     """The time the first time phrase in `text` names, against `reference`; None when there is none.
 
     `future` says the statement is a plan ("I'm moving in March"): a bare month or weekday is then the next
-    one, not the last."""
+    one, not the last. `past`: told in the past tense, "on Saturday" is the last one (without a tense it is as
+    often a habit). `perfect`: "I've been vegan for eight years" began eight years ago (a span in the simple past,
+    "I lived there for eight years", says how long, not when)."""
     for kind, pattern in _PATTERNS:
         m = pattern.search(text)
-        if m is None:
+        if m is None or (kind == "span" and not perfect):
             continue
         try:
-            when = _resolve(kind, m, reference, future)
+            when = _resolve(kind, m, reference, future, past)
         except OverflowError:  # "yesterday" said on 1 January of year 1: a time no calendar here holds
             when = None
         if when is not None:
@@ -69,7 +74,8 @@ def resolve(text: str, reference: datetime, *, future: bool = False) -> datetime
     return None
 
 
-def _resolve(kind: str, m: re.Match[str], ref: datetime, future: bool) -> datetime | None:  # noqa: PLR0911
+def _resolve(kind: str, m: re.Match[str], ref: datetime, future: bool,  # noqa: PLR0911
+             past: bool = False) -> datetime | None:
     day0 = ref.replace(hour=0, minute=0, second=0, microsecond=0)
     g = m.groupdict()
     if kind in ("day_month", "month_day"):
@@ -80,7 +86,7 @@ def _resolve(kind: str, m: re.Match[str], ref: datetime, future: bool) -> dateti
         return _date(day0, int(g["year"]), _MONTHS[g["month"].lower()], 1)
     if kind == "year":
         return _date(day0, int(g["year"]), 1, 1)
-    if kind == "ago":
+    if kind in ("ago", "span"):
         n = g["n"].lower()
         count = int(n) if n.isdigit() else _COUNTS[re.sub(r"\s+", " ", n)]
         return day0 - timedelta(days=count * _UNIT_DAYS[g["unit"].lower()])
@@ -113,7 +119,7 @@ def _resolve(kind: str, m: re.Match[str], ref: datetime, future: bool) -> dateti
         return _date(day0, year, month, 1)
     if kind == "weekday":
         target, rel = _WEEKDAYS[g["weekday"].lower()], g["rel"].lower()
-        if rel == "on" and not future:
+        if rel == "on" and not future and not past:
             return None  # "on Fridays", "on Monday" with no tense to place it: a habit more often than a date
         delta = (target - day0.weekday()) % 7
         if rel == "next" or future:

@@ -316,6 +316,10 @@ class GraphStore(Protocol):
     async def edge_history(self, group_id: GroupId, subject_id: str, relation: str | None = None) -> list[Fact]:
         """All versions of the subject's facts (optionally of one relation), newest valid_at first."""
 
+    async def episode_facts(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Fact]:
+        """Every fact (held or ended) drawn from any of the episodes: what a message said, and whether it still
+        holds, for a door that returns the message itself."""
+
     async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
         """Count one more retrieval of each fact (feeds the retrieval-count weight)."""
 

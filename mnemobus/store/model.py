@@ -117,6 +117,10 @@ class ScoredFact:
 class ScoredEpisode:
     episode: Episode
     score: float
+    # when every fact drawn from it had ended (the latest end), and when that was recorded: a door that returns
+    # the message as a fact shows it as no longer current. None while any of them holds, or none was drawn
+    ended_at: datetime | None = None
+    expired_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

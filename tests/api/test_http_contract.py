@@ -190,6 +190,28 @@ async def test_entity_edge_returns_the_fact_by_uuid(api: Api, group_id: str) -> 
     assert_shape(r.json(), FACT_FIELDS)
 
 
+async def test_a_message_returned_by_search_ends_when_the_facts_drawn_from_it_have_ended(api: Api,
+                                                                                         group_id: str) -> None:
+    [earlier] = await api.say(group_id, "I live in Leeds.")
+    [later] = await api.say(group_id, "I moved to York, so York is where I live now.")
+    found = (await api.http.post("/search", json={"group_ids": [group_id], "query": "where do I live Leeds York",
+                                                  "max_facts": 10})).json()["facts"]
+    turns = {f["uuid"]: f for f in found if f["kind"] == "episode"}
+    assert turns[earlier]["invalid_at"] is not None and turns[earlier]["valid_at"] is not None
+    assert turns[later]["invalid_at"] is None
+
+
+async def test_every_uuid_a_search_returns_can_be_fetched_as_an_entity_edge(api: Api, group_id: str) -> None:
+    await api.say(group_id, "I live in Leeds.", "My sister Ruth plays the oboe.")
+    found = (await api.http.post("/search", json={"group_ids": [group_id], "query": "Leeds Ruth oboe",
+                                                  "max_facts": 10})).json()["facts"]
+    assert {f["kind"] for f in found} == {"fact", "episode"}
+    for f in found:
+        r = await api.http.get(f"/entity-edge/{f['uuid']}")
+        assert r.status_code == 200 and r.json()["fact"] == f["fact"]
+        assert_shape(r.json(), FACT_FIELDS)
+
+
 async def test_entity_edge_for_an_unknown_uuid_is_404_never_500(api: Api) -> None:
     r = await api.http.get("/entity-edge/not_a_real_uuid")
     assert r.status_code == 404 and "not_a_real_uuid" in r.json()["detail"]
@@ -218,6 +240,14 @@ async def test_entity_node_is_created_with_201_and_found_by_name(api: Api, group
     assert r.status_code == 201 and (r.json()["uuid"], r.json()["name"]) == ("node-1", "Project Falcon")
     found = await api.rt.engine.search_entities(group_id, "Falcon")
     assert [e.entity.id for e in found] == ["node-1"]
+
+
+async def test_entity_node_answers_in_graphiti_s_entity_node_shape_with_attributes(api: Api, group_id: str) -> None:
+    r = await api.http.post("/entity-node", json={"group_id": group_id, "uuid": str(uuid.uuid4()), "name": "Acme",
+                                                  "summary": "a company"})
+    assert r.status_code == 201
+    assert_shape(r.json(), {"uuid": str, "name": str, "group_id": str, "labels": list, "summary": str,
+                            "created_at": str, "attributes": dict})
 
 
 async def test_entity_node_posted_twice_is_one_entity(api: Api, group_id: str) -> None:

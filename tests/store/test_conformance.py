@@ -352,6 +352,17 @@ async def test_edge_history_lists_every_version_newest_first(store: GraphStore, 
     assert len(await store.edge_history(group, alice.id)) == 4
 
 
+async def test_episode_facts_are_the_facts_drawn_from_those_messages_held_or_ended(store: GraphStore,
+                                                                                   group: GroupId) -> None:
+    first, second = episode(group, "m1", "I live in A"), episode(group, "m2", "I live in B")
+    alice, a, b = entity(group, "Alice"), entity(group, "A"), entity(group, "B")
+    ended = fact(group, alice, "lives_in", a, "Alice lives in A", invalid_at=T0 + timedelta(days=1), ep=first)
+    held = fact(group, alice, "lives_in", b, "Alice lives in B", valid_at=T0 + timedelta(days=1), ep=second)
+    await put(store, episodes=[first, second], entities=[alice, a, b], facts=[ended, held])
+    assert [f.id for f in await store.episode_facts(group, [first.id])] == [ended.id]
+    assert sorted(f.id for f in await store.episode_facts(group, [first.id, second.id])) == sorted([ended.id, held.id])
+
+
 async def test_facts_between_orders_by_valid_at_with_unknown_first(store: GraphStore, group: GroupId) -> None:
     alice, a, b = entity(group, "Alice"), entity(group, "A"), entity(group, "B")
     later = fact(group, alice, "owns", a, "Alice owns A", fid=f"{group}:later", valid_at=T0 + timedelta(days=3))

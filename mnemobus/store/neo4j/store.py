@@ -969,6 +969,15 @@ class Neo4jStore(CoalescedReads):
         )
         return self._with_pending(group_id, [fact_from_row(x["r"], x["sn"], x["on"]) for x in rows])
 
+    async def episode_facts(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Fact]:
+        if not episode_ids:
+            return []
+        rows = await self._read_rows(
+            "MATCH (s:Entity)-[r:FACT {group_id: $g}]->(o:Entity) WHERE any(e IN r.episode_ids WHERE e IN $eps) "
+            f"RETURN {FACT_RETURN}", g=group_id, eps=list(dict.fromkeys(episode_ids)),
+        )
+        return self._with_pending(group_id, [fact_from_row(x["r"], x["sn"], x["on"]) for x in rows])
+
     async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
         """Counted in memory and written in one statement within RETRIEVAL_FLUSH_S: recall never waits on a write.
 

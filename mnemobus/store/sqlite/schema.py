@@ -43,6 +43,7 @@ CREATE INDEX IF NOT EXISTS facts_object ON facts(object_id);
 CREATE TABLE IF NOT EXISTS fact_sources(
   fact_id TEXT NOT NULL, episode_id TEXT NOT NULL, source_message_id TEXT NOT NULL,
   PRIMARY KEY(fact_id, episode_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS fact_sources_episode ON fact_sources(episode_id);
 CREATE TABLE IF NOT EXISTS episode_entities(
   episode_id TEXT NOT NULL, entity_id TEXT NOT NULL, PRIMARY KEY(episode_id, entity_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS episode_entities_entity ON episode_entities(entity_id);

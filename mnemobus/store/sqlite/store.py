@@ -737,6 +737,19 @@ class SqliteStore:
 
         return await self._read(q)
 
+    async def episode_facts(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Fact]:
+        ids = list(dict.fromkeys(episode_ids))
+        if not ids:
+            return []
+
+        def q(c: sqlite3.Connection) -> list[Fact]:
+            marks = ",".join("?" * len(ids))
+            rows = c.execute(f"SELECT {FACT_COLUMNS} FROM {FACT_FROM} WHERE +f.group_id = ? AND f.id IN "
+                             f"(SELECT fact_id FROM fact_sources WHERE episode_id IN ({marks}))", (group_id, *ids))
+            return [fact_of(r) for r in rows.fetchall()]
+
+        return await self._read(q)
+
     # -- bulk loading (benchmarks, imports) -------------------------------------------------
 
     def bulk_load_sync(self, entities: Sequence[tuple[Entity, Vector | None]],
