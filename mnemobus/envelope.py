@@ -141,20 +141,22 @@ class EpisodeMessage(WireModel):
     user_id: str | None = None
     reference_time: Moment = Field(default_factory=utcnow)
 
-    def within(self, max_bytes: int) -> EpisodeMessage:
+    def wire_within(self, max_bytes: int) -> tuple[EpisodeMessage, bytes]:
         """This episode cut (the answer first, then the message, each marked) until its wire form has at most
-        `max_bytes` bytes: a limit in characters lets 64,000 four-byte characters through at 256,000 bytes, and
-        the worker refuses an episode over the bus's message limit."""
-        episode = self
+        `max_bytes` bytes, and that wire form (the sender publishes it instead of encoding again): a limit in
+        characters lets 64,000 four-byte characters through at 256,000 bytes, and the worker refuses an episode
+        over the bus's message limit."""
+        episode, wire = self, self.to_wire()
         for _ in range(4):  # a cut removes at least the bytes over; JSON escapes can leave a few more
-            over = len(episode.to_wire()) - max_bytes
+            over = len(wire) - max_bytes
             if over <= 0:
                 break
             sizes = {f: len((getattr(episode, f) or "").encode("utf-8", "surrogatepass")) for f in ("response", "content")}
             field = "response" if sizes["response"] >= min(sizes["content"], over + 64) else "content"
             cut = clip_bytes(getattr(episode, field) or "", max(0, sizes[field] - over - 64))
             episode = episode.model_copy(update={field: cut})
-        return episode
+            wire = episode.to_wire()
+        return episode, wire
 
 
 class DeadLetter(WireModel):

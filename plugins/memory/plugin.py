@@ -214,9 +214,9 @@ class MemoryPlugin:
             )
             ready = self.gate.offer(episode)
             if ready is not None:
-                ready = _fitted(ctx, ready)
+                ready, data = _fitted(ctx, ready)
                 try:
-                    ack = await ctx.bus.js_send(subjects.episode(GroupId(ready.group_id)), ready.to_wire(),
+                    ack = await ctx.bus.js_send(subjects.episode(GroupId(ready.group_id)), data,
                                                 msg_id=ready.episode_id)
                 except Exception as exc:  # noqa: BLE001 - not even on the wire: published again below
                     log.debug("episode %s not sent at once: %s", ready.episode_id, exc)
@@ -239,8 +239,8 @@ class MemoryPlugin:
 
     async def _publish_episode(self, ctx: PluginContext, episode: EpisodeMessage) -> None:
         """Publish, or park in the outbox: an exchange is never dropped because the stream hiccuped."""
-        episode = _fitted(ctx, episode)
-        subject, data = subjects.episode(GroupId(episode.group_id)), episode.to_wire()
+        episode, data = _fitted(ctx, episode)
+        subject = subjects.episode(GroupId(episode.group_id))
         for attempt in (1, 2):
             try:
                 await ctx.bus.js_publish(subject, data, msg_id=episode.episode_id)
@@ -285,6 +285,7 @@ def _read_executor_reply(data: bytes) -> tuple[str | None, str | None]:
     return data.decode("utf-8", "replace"), None
 
 
-def _fitted(ctx: PluginContext, episode: EpisodeMessage) -> EpisodeMessage:
-    """The episode within what the worker takes and the server carries with the headers (limits in bytes)."""
-    return episode.within(min(ctx.settings.nats.max_message_bytes, ctx.bus.max_payload - 1024))
+def _fitted(ctx: PluginContext, episode: EpisodeMessage) -> tuple[EpisodeMessage, bytes]:
+    """The episode within what the worker takes and the server carries with the headers (limits in bytes), and
+    its wire form, encoded once."""
+    return episode.wire_within(min(ctx.settings.nats.max_message_bytes, ctx.bus.max_payload - 1024))
