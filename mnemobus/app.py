@@ -63,6 +63,16 @@ class DataDirInUse(MnemobusError):
     """`mnemobus run` without a URL on a data directory whose embedded nats-server another process runs."""
 
 
+def tcp_refusal(host: str, port: int, timeout_s: float) -> str | None:
+    """Why nothing answers a TCP connect at host:port ("Connection refused", "timed out"), or None when something
+    does: a server that is not there, told apart from one that is before a client's retry loop hides the reason."""
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        return (os.strerror(exc.errno) if exc.errno else str(exc)) or type(exc).__name__
+    return None
+
+
 def running_embedded_url(data_dir: Path) -> str | None:
     """The URL (with its credentials) of the embedded nats-server a running process owns on `data_dir`, or None.
 
@@ -75,11 +85,7 @@ def running_embedded_url(data_dir: Path) -> str | None:
     parts = urlsplit(url)
     if not url or parts.hostname is None or parts.port is None:
         return None
-    try:
-        socket.create_connection((parts.hostname, parts.port), timeout=1).close()
-    except OSError:
-        return None
-    return url
+    return None if tcp_refusal(parts.hostname, parts.port, 1) else url
 
 
 def _without_credentials(url: str, nats: NatsSettings) -> tuple[str, NatsSettings]:

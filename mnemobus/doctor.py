@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -16,21 +15,19 @@ from mnemobus.redact import mask_urls
 
 
 async def _unreachable(url: str, timeout_s: float) -> str | None:
-    """Why no server of a configured NATS URL answers a TCP connect, or None when one does. The client itself
-    retries a refused first connect until its deadline (30 s of silence, then a bare TimeoutError): a newcomer
-    with a wrong port should hear so at once, and what was refused."""
+    """Why no server of a configured NATS URL answers, or None when one does. The client itself retries a refused
+    first connect until its deadline (30 s of silence, then a bare TimeoutError): a newcomer with a wrong port
+    should hear so at once, and what was refused."""
+    from mnemobus.app import tcp_refusal
+
     errors = []
     for one in url.split(","):
         parts = urlsplit(one.strip() if "://" in one else f"nats://{one.strip()}")
-        try:
-            with anyio.fail_after(timeout_s):
-                stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1", parts.port or 4222)
-            await stream.aclose()
+        host, port = parts.hostname or "127.0.0.1", parts.port or 4222
+        why = await anyio.to_thread.run_sync(tcp_refusal, host, port, timeout_s)
+        if why is None:
             return None
-        except (OSError, TimeoutError) as exc:
-            cause = exc.__cause__ or exc
-            said = os.strerror(cause.errno) if isinstance(cause, OSError) and cause.errno else str(cause)
-            errors.append(f"{parts.hostname}:{parts.port or 4222}: {said or type(exc).__name__}")
+        errors.append(f"{host}:{port}: {why}")
     return "; ".join(errors)
 
 
