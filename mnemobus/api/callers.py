@@ -22,11 +22,13 @@ BY_KEY, BY_BUS_ROLE = "api-key", "bus-role"
 @dataclass(frozen=True)
 class Caller:
     """`owner`: the users.yaml id the request proved (None: it proved no one); `keyed`: it carried a valid key;
-    `bus_role`: it came over a bus that lets only trusted roles send it (`nats.permissions_enforced`)."""
+    `bus_role`: it came over a bus that lets only trusted roles send it (`nats.permissions_enforced`); `mcp_admin`: the
+    name of the admin MCP client it came from."""
 
     owner: str | None = None
     keyed: bool = False
     bus_role: bool = False
+    mcp_admin: str | None = None  # an MCP client whose token mcp.clients marks admin (the MCP door checked it)
 
 
 class WrongKey(Exception):

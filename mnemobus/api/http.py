@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from mnemobus import __version__
 from mnemobus.api.callers import WrongKey, caller_of, proven_actor
 from mnemobus.api.core import Forbidden, MemoryService, NotFound, message_query
+from mnemobus.api.erasure_rights import clear_as, delete_group_as
 from mnemobus.api.gdpr import AuditEvent, hard_delete_user
 from mnemobus.api.guards import ErrorGuard, json_bytes
 from mnemobus.api.models import (
@@ -52,7 +53,8 @@ PAGE_HEADERS = {"Content-Security-Policy": content_security_policy() + "; frame-
 #: the error answers every operation may give, documented in /openapi.json with their one shape
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorDetail, "description": why} for code, why in (
-        (401, "missing or wrong API key"), (404, "no such fact, episode or entity"),
+        (401, "missing or wrong API key"),
+        (403, "the key's owner may not do this (erasing: admins, or a user their own group)"), (404, "no such fact, episode or entity"),
         (413, "request body over the limit"),
         (422, "the request breaks a rule: the detail names the field and the reason"),
         (500, "unexpected error (logged and counted in mnemobus_http_errors_total)"),
@@ -173,8 +175,9 @@ def create_app(service: MemoryService) -> FastAPI:
         return EntityResult.of(await service.add_entity(req.group_id, req.uuid, req.name, req.summary))
 
     @app.delete("/group/{group_id}", response_model=DeleteResult, dependencies=guarded)
-    async def delete_group(group_id: GroupIdField, service: Served) -> DeleteResult:
-        c = await service.delete_group(group_id)
+    async def delete_group(group_id: GroupIdField, request: Request, service: Served) -> DeleteResult:
+        """For an admin's key, or the key of the group's own user (api/erasure_rights.py); audited."""
+        c = await delete_group_as(service, request.state.caller, group_id)
         return DeleteResult(message="Group deleted", success=True, episodes=c.episodes, entities=c.entities,
                             facts=c.facts)
 
@@ -194,8 +197,9 @@ def create_app(service: MemoryService) -> FastAPI:
         return await hard_delete_user(service, user_id, actor=actor, proof=proof)
 
     @app.post("/clear", response_model=DeleteResult, dependencies=guarded)
-    async def clear(service: Served) -> DeleteResult:
-        c = await service.clear()
+    async def clear(request: Request, service: Served) -> DeleteResult:
+        """For an admin's key only (api/erasure_rights.py); audited."""
+        c = await clear_as(service, request.state.caller)
         return DeleteResult(message="Graph cleared", success=True, episodes=c.episodes, entities=c.entities,
                             facts=c.facts)
 

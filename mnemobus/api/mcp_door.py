@@ -21,6 +21,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import BaseModel, Field, ValidationError
 
+from mnemobus.api.callers import Caller as ProvenCaller, current_caller
 from mnemobus.api.core import MemoryService
 from mnemobus.api.nats_service import error_reply, operations
 from mnemobus.config import Settings
@@ -112,6 +113,8 @@ def build_server(svc: MemoryService, settings: Settings, metrics: PipelineMetric
             _count(metrics, tool, "forbidden")
             raise ToolError(f"403: {tool} is for admin clients; {caller.name!r} is not one")
         model, op = ops[endpoint]
+        # the operation reads who asks from current_caller (an erasure checks and audits it): this door's own proof
+        proven = current_caller.set(ProvenCaller(mcp_admin=caller.name if caller.admin else None))
         try:
             reply: BaseModel = await op(model.model_validate({k: v for k, v in args.items() if v is not None}))
         except ValidationError as exc:
@@ -123,6 +126,8 @@ def build_server(svc: MemoryService, settings: Settings, metrics: PipelineMetric
             if outcome == "error":
                 log.warning("mcp tool %s failed: %s", tool, reason)
             raise ToolError(f"{code}: {reason}") from None
+        finally:
+            current_caller.reset(proven)
         _count(metrics, tool, "ok")
         return reply.model_dump(mode="json")
 

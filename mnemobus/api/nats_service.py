@@ -30,6 +30,7 @@ from mnemobus.api.commands import CommandReply, run_command
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.gdpr import hard_delete_user
 from mnemobus.api.callers import WrongKey, caller_of, current_caller, proven_actor
+from mnemobus.api.erasure_rights import delete_group_as
 from mnemobus.bus.endpoint import describe_validation_error
 from mnemobus.bus.micro import MicroService, ServiceRequest, reply_subject
 from mnemobus.bus.permissions import forged_reply
@@ -116,7 +117,7 @@ def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
         return m.FactsResult(facts=[m.FactResult.of(f) for f in await svc.history(q.group_id, q.entity, q.relation)])
 
     async def delete_group(q: m.DeleteGroupRequest) -> BaseModel:
-        c = await svc.delete_group(q.group_id)
+        c = await delete_group_as(svc, current_caller.get(), q.group_id)
         return m.DeleteResult(message="Group deleted", success=True, episodes=c.episodes, entities=c.entities,
                               facts=c.facts)
 

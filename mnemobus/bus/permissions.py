@@ -3,8 +3,8 @@
 The components (plugin, worker, api, worldstate) run our own code and hold the JetStream API they need to
 create their streams and consumers. The parties around them get only their door: a publisher sends
 `agent.skill.request`, an executor answers `agent.skill.execute.*`, a client calls the memory API but not its
-identity-bearing endpoints (`command`, `delete-user`), which an operator may. With these in force
-(`nats.permissions_enforced`), the identity a request claims comes from a publisher trusted to claim it.
+identity-bearing endpoints (`command`, `delete-user`) nor `delete-group`, which an operator may. With these in
+force (`nats.permissions_enforced`), the identity a request claims comes from a publisher trusted to claim it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from mnemobus import subjects
 
 #: the one user of an embedded server: the process that started it
 EMBEDDED_USER = "mnemobus"
-#: the memory API endpoints that act on an identity the message names
-ADMIN_ENDPOINTS = ("command", "delete-user")
+#: the memory API endpoints that act on an identity the message names, or erase a group (api/erasure_rights.py)
+ADMIN_ENDPOINTS = ("command", "delete-user", "delete-group")
 
 
 #: a responder may publish one message to the reply subject of each request it received, within this time (the
@@ -112,7 +112,7 @@ ROLES: dict[str, Permissions] = {
     "client": Permissions(
         publish=(_API,), deny_publish=tuple(subjects.api(e) for e in ADMIN_ENDPOINTS),
         subscribe=(_inbox("client"),),
-        about="calls the memory API, except the endpoints that act on a named identity"),
+        about="calls the memory API, except the endpoints that act on a named identity or erase a group"),
     "operator": Permissions(
         publish=(_API, _DLQ, _EPISODES, *_DECLARE, *_STREAM_INFO, *_js(
             "INFO", f"STREAM.MSG.GET.{_DLQ_STREAM}", f"STREAM.MSG.DELETE.{_DLQ_STREAM}", f"STREAM.PURGE.{_DLQ_STREAM}")),
