@@ -27,6 +27,9 @@ SCHEMA: tuple[str, ...] = (
     # the in-process mirrors (mirror.py): one version node per group, and rows stamped with the version
     # that last wrote them, so a mirror reads only what changed since it last looked
     "CREATE CONSTRAINT mb_group_version IF NOT EXISTS FOR (n:GroupVersion) REQUIRE n.group_id IS UNIQUE",
+    # erasures (erasure.py): each group's count of erasures, which outlives the group, and the journal of one
+    "CREATE CONSTRAINT mb_group_erasure IF NOT EXISTS FOR (n:GroupErasure) REQUIRE n.group_id IS UNIQUE",
+    "CREATE CONSTRAINT mb_erasure_id IF NOT EXISTS FOR (n:Erasure) REQUIRE n.id IS UNIQUE",
     "CREATE INDEX mb_fact_ver IF NOT EXISTS FOR ()-[r:FACT]-() ON (r.group_id, r.ver)",
     "CREATE INDEX mb_entity_ver IF NOT EXISTS FOR (n:Entity) ON (n.group_id, n.ver)",
     "CREATE INDEX mb_episode_ver IF NOT EXISTS FOR (n:Episode) ON (n.group_id, n.ver)",

@@ -34,11 +34,12 @@ from mnemobus.store.neo4j.mirror import (DELTA, KINDS, LOAD_COLUMNS, PAGE, SIZES
 from mnemobus.store.neo4j.rows import (as_float_list, cosine_score, drop_facts, entity_from_row, entity_params,
                                        episode_from_row, epoch_us, fact_from_row, fact_params, group_key,
                                        lost_a_lock_race, lucene_terms, run_rows, utc_or_none)
-from mnemobus.store.neo4j.tuning import (ANN_MAX, ANN_OVERSAMPLE, DELETE_BATCH, EMBEDDING_DIM, EXACT_SCAN_MAX,
+from mnemobus.store.neo4j.tuning import (ANN_MAX, ANN_OVERSAMPLE, EMBEDDING_DIM, EXACT_SCAN_MAX,
                                          LOAD_FETCH, LOAD_PAGE, LOAD_PAGE_TIMEOUT_S, LOAD_TIMEOUT_S, LOCK_RETRIES,
                                          MIN_VERSION, MIRROR_FRESH_S, MIRROR_TOO_BIG_S, MIRROR_WAIT_S,
                                          OWN_WRITE_WAIT_S, RETRIEVAL_BACKLOG, RETRIEVAL_FLUSH_S,
                                          RETRIEVAL_WRITE_TIMEOUT_S, SHARE_TTL_S)
+from mnemobus.store.neo4j import erasure
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,15 @@ class Neo4jStore(CoalescedReads):
             await driver.close()
             raise
         self._driver = driver
+        await self._finish_erasure()
+
+    async def _finish_erasure(self) -> None:
+        """An erasure a process left part-way is finished before this one serves anything (erasure.py)."""
+        try:
+            await erasure.resume(self)
+        except Exception:
+            await self.close()
+            raise
 
     async def _check_version(self, driver: AsyncDriver) -> None:
         records, _, _ = await driver.execute_query(
@@ -518,49 +528,20 @@ class Neo4jStore(CoalescedReads):
         server reuses the space or rotates the logs (db.checkpoint is Enterprise-only). docs/api.md says so."""
 
     async def delete_groups(self, group_ids: Sequence[GroupId]) -> DeleteCounts:
-        """Group after group, not all or nothing: one group may already take several transactions (see
-        delete_group); a failure part-way leaves the groups not yet reached, and calling again finishes the job."""
-        return DeleteCounts.total([await self.delete_group(g) for g in group_ids])
+        """All or nothing: in one transaction when the groups fit, else journalled and finished (erasure.py)."""
+        return await erasure.erase(self, group_ids)
 
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
-        """Remove the group in transactions of at most DELETE_BATCH rows of a kind.
+        return await erasure.erase(self, [group_id])
 
-        A group that fits in one batch goes in one transaction, as before. A larger one
-        cannot: the transaction state of 100k deleted facts exceeded the server's
-        transaction memory limit (dbms.memory.transaction.total.max, 70% of a 1 GiB heap).
-        Facts go first, then entities, aliases and episodes; a failure part-way leaves a
-        smaller group, and calling again finishes the job.
-        """
-        for key in [k for k in self._retrievals if k[0] == group_id]:
+    def forget_groups(self, group_ids: Iterable[str]) -> None:
+        """Drop what this process holds of the groups (retrieval counts not yet written, mirrors): they are erased."""
+        gone = set(group_ids)
+        for key in [k for k in self._retrievals if k[0] in gone]:
             del self._retrievals[key]
-
-        async def work(tx: AsyncManagedTransaction) -> tuple[int, int, int, bool]:
-            p = {"g": group_id, "n": DELETE_BATCH}
-            await run_rows(tx, NEW_EPOCH, p)  # mirrors of the group reload it (smaller, or gone)
-            f = (await run_rows(tx, "MATCH ()-[r:FACT {group_id: $g}]->() WITH r LIMIT $n DELETE r RETURN count(r) AS c", p))[0]["c"]
-            if f >= DELETE_BATCH:
-                return f, 0, 0, False
-            e = (await run_rows(tx, "MATCH (n:Entity {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
-            if e >= DELETE_BATCH:
-                return f, e, 0, False
-            # key and type named so the (group_id, key, type) constraint's index serves it: a label scan otherwise
-            a = (await run_rows(tx, "MATCH (n:Alias) WHERE n.group_id = $g AND n.key IS NOT NULL AND n.type IS NOT NULL "
-                                    "WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
-            if a >= DELETE_BATCH:
-                return f, e, 0, False
-            ep = (await run_rows(tx, "MATCH (n:Episode {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
-            if ep < DELETE_BATCH:
-                await run_rows(tx, "MATCH (gv:GroupVersion {group_id: $g}) DELETE gv", p)
-            return f, e, ep, ep < DELETE_BATCH
-
-        facts = entities = episodes = 0
         if self._mirrors is not None:
-            self._mirrors.drop(group_id)
-        while True:
-            f, e, ep, done = await self._write(work)
-            facts, entities, episodes = facts + f, entities + e, episodes + ep
-            if done:
-                return DeleteCounts(episodes=episodes, entities=entities, facts=facts)
+            for g in gone:
+                self._mirrors.drop(g)
 
     async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
         """Forget one episode (a user's "delete that message"), in one transaction.

@@ -1,0 +1,135 @@
+"""Erasing groups on Neo4j all or nothing: `/memory clear`, DELETE /group, delete-user.
+
+Why: groups were deleted one after another, each in batches of DELETE_BATCH rows, so a failure part-way (the
+server lost, a full disk) left part of a user's memory. Now every group of one erasure goes in ONE transaction
+when their rows fit in it (ONE_TXN_ROWS: the transaction state of 100k deleted facts exceeded the server's
+transaction memory, 70% of a 1 GiB heap): a failure rolls all of it back. Larger erasures are journalled: one
+small transaction writes an `Erasure` node naming the groups, the batches follow, and each group leaves the
+journal in the transaction that deletes its last rows; an erasure cut short is finished by the next erasure or
+the next open of the store (`resume`).
+
+Each erasure also counts, in the transaction that starts it, one more erasure of each group on a
+`GroupErasure` node that outlives the group (`store/erasures.py` says why: a write that started before the
+erasure is refused when it commits, so it cannot bring the group back).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from neo4j import AsyncManagedTransaction
+
+from mnemobus.groups import GroupId
+from mnemobus.store.contract import DeleteCounts
+from mnemobus.store.neo4j.cypher import NEW_EPOCH
+from mnemobus.store.neo4j.rows import run_rows
+from mnemobus.store.neo4j.tuning import DELETE_BATCH
+
+if TYPE_CHECKING:
+    from mnemobus.store.neo4j.store import Neo4jStore
+
+log = logging.getLogger(__name__)
+
+#: rows (facts, entities, aliases, episodes) of one erasure deleted in one transaction: 3 MB of transaction state
+#: per thousand facts with embeddings was measured, so 20k stays far under a 1 GiB server's limit
+ONE_TXN_ROWS = 20_000
+
+ROWS_OF = ("UNWIND $gs AS g RETURN sum(COUNT { ()-[:FACT {group_id: g}]->() } + COUNT { (:Entity {group_id: g}) } "
+           "+ COUNT { (:Alias {group_id: g}) } + COUNT { (:Episode {group_id: g}) }) AS n")
+COUNT_ERASURE = ("UNWIND $gs AS g MERGE (x:GroupErasure {group_id: g}) ON CREATE SET x.n = 0 SET x.n = x.n + 1")
+JOURNAL = ("MERGE (j:Erasure {id: 'pending'}) ON CREATE SET j.groups = [] "
+           "SET j.groups = j.groups + [g IN $gs WHERE NOT g IN j.groups]")
+LEAVE_JOURNAL = ("MATCH (j:Erasure {id: 'pending'}) SET j.groups = [x IN j.groups WHERE x <> $g] "
+                 "WITH j WHERE size(j.groups) = 0 DELETE j")
+PENDING = "OPTIONAL MATCH (j:Erasure {id: 'pending'}) RETURN coalesce(j.groups, []) AS gs"
+
+
+class _Outgrew(Exception):
+    """Writes made the groups too large for one transaction between their count and their erasure."""
+
+
+async def erase_rows(tx: AsyncManagedTransaction, group: str, limit: int) -> tuple[DeleteCounts, bool]:
+    """At most `limit` rows of each kind of the group, facts first; (what went, whether the group is gone, in which
+    case its version node goes too)."""
+    p = {"g": group, "n": limit}
+    await run_rows(tx, NEW_EPOCH, p)  # mirrors of the group reload it (smaller, or gone)
+    f = (await run_rows(tx, "MATCH ()-[r:FACT {group_id: $g}]->() WITH r LIMIT $n DELETE r RETURN count(r) AS c", p))[0]["c"]
+    if f >= limit:
+        return DeleteCounts(facts=f), False
+    e = (await run_rows(tx, "MATCH (n:Entity {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
+    if e >= limit:
+        return DeleteCounts(facts=f, entities=e), False
+    # key and type named so the (group_id, key, type) constraint's index serves it: a label scan otherwise
+    a = (await run_rows(tx, "MATCH (n:Alias) WHERE n.group_id = $g AND n.key IS NOT NULL AND n.type IS NOT NULL "
+                            "WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
+    if a >= limit:
+        return DeleteCounts(facts=f, entities=e), False
+    ep = (await run_rows(tx, "MATCH (n:Episode {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
+    done = ep < limit
+    if done:
+        await run_rows(tx, "MATCH (gv:GroupVersion {group_id: $g}) DELETE gv", p)
+    return DeleteCounts(episodes=ep, entities=e, facts=f), done
+
+
+async def erase(store: Neo4jStore, groups: Sequence[GroupId]) -> DeleteCounts:
+    """Every group named, all or nothing (see the module); an earlier erasure cut short is finished first."""
+    finished = await resume(store)
+    groups = list(dict.fromkeys(groups))
+    if not groups:
+        return finished
+    store.forget_groups(groups)
+    rows = (await store._read(lambda tx: run_rows(tx, ROWS_OF, {"gs": groups})))[0]["n"]
+    if rows <= ONE_TXN_ROWS:
+        async def at_once(tx: AsyncManagedTransaction) -> DeleteCounts:
+            await run_rows(tx, COUNT_ERASURE, {"gs": groups})
+            done: list[DeleteCounts] = []
+            for g in groups:
+                counts, gone = await erase_rows(tx, g, ONE_TXN_ROWS + 1)
+                if not gone:
+                    raise _Outgrew(g)  # rolled back: journalled below
+                done.append(counts)
+            return DeleteCounts.total(done)
+
+        try:
+            return DeleteCounts.total([finished, await store._write(at_once)])
+        except _Outgrew as exc:
+            log.info("group %s grew past one transaction while it was counted: erasing it journalled", exc)
+
+    async def journal(tx: AsyncManagedTransaction) -> None:
+        await run_rows(tx, COUNT_ERASURE, {"gs": groups})
+        await run_rows(tx, JOURNAL, {"gs": groups})
+
+    await store._write(journal)
+    log.info("erasing %d group(s) of %d rows in batches, journalled: a failure part-way is finished by the next "
+             "erasure or the next start", len(groups), rows)
+    return DeleteCounts.total([finished, await _finish(store, groups)])
+
+
+async def resume(store: Neo4jStore) -> DeleteCounts:
+    """Finish the journalled erasure an earlier call (of any process) left part-way; nothing when there is none."""
+    pending = (await store._read(lambda tx: run_rows(tx, PENDING)))[0]["gs"]
+    if not pending:
+        return DeleteCounts()
+    log.warning("finishing an erasure cut short: %d group(s) still in the journal", len(pending))
+    store.forget_groups(pending)
+    return await _finish(store, [GroupId(g) for g in pending])
+
+
+async def _finish(store: Neo4jStore, groups: Sequence[GroupId]) -> DeleteCounts:
+    """Delete the journalled groups in batches; each leaves the journal in the transaction of its last batch."""
+    done: list[DeleteCounts] = []
+    for g in groups:
+        while True:
+            async def batch(tx: AsyncManagedTransaction, g: str = g) -> tuple[DeleteCounts, bool]:
+                counts, gone = await erase_rows(tx, g, DELETE_BATCH)
+                if gone:
+                    await run_rows(tx, LEAVE_JOURNAL, {"g": g})
+                return counts, gone
+
+            counts, gone = await store._write(batch)
+            done.append(counts)
+            if gone:
+                break
+    return DeleteCounts.total(done)

@@ -1,0 +1,91 @@
+"""Erasing groups on the real local Neo4j is all or nothing (store/neo4j/erasure.py): a fault part-way leaves
+every group whole when they fit in one transaction, and a journalled erasure cut short is finished by the next
+erasure or the next open of the store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from neo4j import exceptions as nx
+
+from mnemobus.errors import StoreUnavailable
+from mnemobus.groups import GroupId
+from mnemobus.store.neo4j import Neo4jStore, erasure
+from mnemobus.store.neo4j.rows import run_rows
+from test_conformance import alice_graph  # same folder (pytest prepend import mode)
+
+pytestmark = pytest.mark.anyio
+
+
+async def _rows(store: Neo4jStore, group: GroupId) -> tuple[int, int, int]:
+    """(episodes, entities, facts) of the group, as the server holds them."""
+    return (await store.count_episodes(group), len((await store.export_group(group)).entities),
+            await store.count_facts(group))
+
+
+def _fault_on_episodes_of(monkeypatch: pytest.MonkeyPatch, group: GroupId) -> list[int]:
+    """The server connection drops (ServiceUnavailable) whenever an erasure deletes `group`'s episodes: the
+    statements before it in the transaction ran on the server, and the server rolls them back."""
+    real = erasure.run_rows
+    hits: list[int] = []
+
+    async def faulty(tx: Any, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        if query.startswith("MATCH (n:Episode") and (params or {}).get("g") == group:
+            hits.append(1)
+            raise nx.ServiceUnavailable("connection lost (injected)")
+        return await real(tx, query, params)
+
+    monkeypatch.setattr(erasure, "run_rows", faulty)
+    return hits
+
+
+async def test_a_fault_part_way_through_erasing_several_groups_leaves_every_group_whole(
+        neo4j_uri: str, new_group: Callable[[str], GroupId], monkeypatch: pytest.MonkeyPatch) -> None:
+    groups = [new_group("whole") for _ in range(3)]
+    store = Neo4jStore(neo4j_uri, max_retry_time_s=0.2)
+    await store.open()
+    try:
+        for g in groups:
+            await alice_graph(store, g)
+        before = [await _rows(store, g) for g in groups]
+        hits = _fault_on_episodes_of(monkeypatch, groups[-1])
+        with pytest.raises(StoreUnavailable):
+            await store.delete_groups(groups)
+        assert hits  # the fault struck after the first groups' rows had been deleted in the transaction
+        assert [await _rows(store, g) for g in groups] == before == [(1, 5, 4)] * 3
+        monkeypatch.undo()
+        done = await store.delete_groups(groups)
+        assert (done.episodes, done.entities, done.facts) == (3, 15, 12)
+        assert [await _rows(store, g) for g in groups] == [(0, 0, 0)] * 3
+    finally:
+        await store.close()
+
+
+async def test_a_journalled_erasure_cut_short_is_finished_when_the_store_is_next_opened(
+        neo4j_uri: str, new_group: Callable[[str], GroupId], monkeypatch: pytest.MonkeyPatch) -> None:
+    groups = [new_group("journal") for _ in range(2)]
+    monkeypatch.setattr(erasure, "ONE_TXN_ROWS", 4)  # these groups are "too large" for one transaction
+    monkeypatch.setattr(erasure, "DELETE_BATCH", 2)
+    store = Neo4jStore(neo4j_uri, max_retry_time_s=0.2)
+    await store.open()
+    try:
+        for g in groups:
+            await alice_graph(store, g)
+        _fault_on_episodes_of(monkeypatch, groups[-1])
+        with pytest.raises(StoreUnavailable):
+            await store.delete_groups(groups)
+        assert await _rows(store, groups[0]) == (0, 0, 0)
+        assert (await _rows(store, groups[1]))[0] == 1  # part of it is left, and the journal names it
+        pending = await store._read(lambda tx: run_rows(tx, erasure.PENDING))
+        assert pending[0]["gs"] == [groups[1]]
+    finally:
+        await store.close()
+    monkeypatch.setattr(erasure, "run_rows", run_rows)  # the fault is gone
+    again = Neo4jStore(neo4j_uri)
+    await again.open()  # a restart: the erasure is finished before the store serves anything
+    try:
+        assert [await _rows(again, g) for g in groups] == [(0, 0, 0)] * 2
+    finally:
+        await again.close()
