@@ -111,6 +111,9 @@ class PipelineMetrics:
         self.extraction_seconds = Histogram(
             "mnemobus_extraction_duration_seconds", "Extractor time per call (a worker batch), by extractor",
             ["extractor"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.episodes_erased = Counter(
+            "mnemobus_worker_episodes_erased_total", "Episodes dropped at commit because their group was erased after "
+            "their write started (store/erasures.py): acked, never stored, never dead-lettered", registry=r)
         self.erasures_refused = Counter(
             "mnemobus_erasures_refused_total", "DELETE /group, delete-group and POST /clear refused to a caller who "
             "may not erase (each also logged by mnemobus.audit), by operation", ["operation"], registry=r)

@@ -30,6 +30,7 @@ from mnemobus.bus.endpoint import parse_message
 from mnemobus.config import Settings
 from mnemobus.envelope import EpisodeMessage
 from mnemobus.errors import InvalidMessage, StoreUnavailable
+from mnemobus.store.erasures import GroupErased
 from mnemobus.groups import InvalidGroupId, validate_group_id
 from mnemobus.logthrottle import ThrottledLog
 from mnemobus.metrics import PipelineMetrics
@@ -289,6 +290,11 @@ class EpisodeWorker:
             return
         if isinstance(outcome, StoreUnavailable):
             await self._retry_or_give_up(msg, "store_unavailable", str(outcome), attempts)
+            return
+        if isinstance(outcome, GroupErased):  # erased with its group: storing it on a retry would bring it back
+            log.info("episode on %s dropped: %s", msg.subject, outcome)
+            self.metrics.episodes_erased.inc()
+            await msg.ack()
             return
         if isinstance(outcome, BaseException):
             log.error("ingest failed unexpectedly for an episode on %s: %s: %s", msg.subject, type(outcome).__name__, outcome)

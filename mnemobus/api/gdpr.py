@@ -68,7 +68,7 @@ async def hard_delete_user(svc: MemoryService, user_id: str, *, actor: str, proo
     if user is None:
         raise NotFound(f"no user {user_id!r} in users.yaml")
     groups = groups_of(svc.rt.identity.groups_of_user(user), await svc.all_groups())
-    done = await svc.delete_groups(groups)  # all or nothing where the store can (SQLite): never half a user
+    done = await svc.delete_groups(groups)  # all or nothing (store.delete_groups): never half a user
     await svc.store.erase_residue()
     remaining = 0
     for group in groups:

@@ -29,6 +29,7 @@ from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
 from mnemobus.limits import MAX_CONTENT_CHARS
 from mnemobus.store.contract import BatchTransactions, GraphStore, Prefetch, WriteTxn
+from mnemobus.store.erasures import check_still_there, erasures_seen
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome
 
 MAX_ID_CHARS = 512
@@ -220,6 +221,8 @@ class Ingestor:
             when = raw.reference_time if raw.reference_time.tzinfo else raw.reference_time.replace(tzinfo=UTC)
             checked.append((slot, replace(raw, group_id=group, reference_time=when,
                                           created_at=raw.created_at or datetime.now(UTC))))
+        # the writes start now: an erasure of their group that commits from here on erases them too
+        seen = await erasures_seen(self.store, [episode.group_id for _, episode in checked])
         stored = await self._already_stored(checked, results)
         fresh: list[tuple[int, Episode, bool]] = []
         for slot, episode in checked:
@@ -243,7 +246,7 @@ class Ingestor:
             for p in prepared:
                 results[p.slot] = exc
             prepared = []
-        outcomes = await commit_each(self.store, [self._work(p) for p in prepared], prefetch_for(prepared))
+        outcomes = await commit_each(self.store, [self._work(p, seen) for p in prepared], prefetch_for(prepared))
         for p, outcome in zip(prepared, outcomes, strict=True):
             results[p.slot] = outcome
         return [r if r is not None else RuntimeError("episode was not processed") for r in results]
@@ -309,9 +312,10 @@ class Ingestor:
                 tg.start_soon(look, group, items)
         return stored
 
-    def _work(self, p: _Prepared) -> Work:
+    def _work(self, p: _Prepared, seen: dict[GroupId, int] | None = None) -> Work:
         async def work(txn: WriteTxn) -> IngestOutcome:
             episode = p.episode
+            await check_still_there(txn, episode.group_id, seen)
             if not await txn.insert_episode(episode, screened=p.screened, embedding=p.vectors.get(("episode", ""))):
                 return IngestOutcome(episode.id, created=False)
             counts = _Counts()

@@ -239,7 +239,8 @@ class GraphStore(Protocol):
 
     async def delete_groups(self, group_ids: Sequence[GroupId]) -> DeleteCounts:
         """delete_group for each, all of them or none where the store has transactions that can hold them (a
-        user's erasure must not stop half-way: SQLite); a store that deletes in batches (Neo4j) says so."""
+        user's erasure must not stop half-way); a store that must delete in batches (Neo4j past one transaction's
+        size) journals the erasure and finishes one cut short (store/neo4j/erasure.py)."""
 
     async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
         """Remove one fact and its provenance (zero counts when absent); the facts it had superseded become valid

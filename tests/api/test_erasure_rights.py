@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -33,12 +34,17 @@ async def _two_users(api: Api) -> None:
     await api.say("agent_echo__user_ana", "I work at Globex.")
 
 
-async def test_a_user_deletes_their_own_group_and_the_audit_names_them(api: Api) -> None:
+async def _audited(api: Api, method: str, path: str, key: str) -> dict[str, Any]:
+    """The audit event of an erasure that must succeed, after the two users have said something."""
     await _two_users(api)
     sub = await api.rt.bus.nc.subscribe("memory.audit.>")
-    r = await api.http.delete("/group/agent_echo__user_ana", headers=_bearer(ANA_KEY))
+    r = await api.http.request(method, path, headers=_bearer(key))
     assert r.status_code == 200, r.text
-    event = json.loads((await sub.next_msg(timeout=5)).data)
+    return json.loads((await sub.next_msg(timeout=5)).data)  # type: ignore[no-any-return]
+
+
+async def test_a_user_deletes_their_own_group_and_the_audit_names_them(api: Api) -> None:
+    event = await _audited(api, "DELETE", "/group/agent_echo__user_ana", ANA_KEY)
     assert (event["kind"], event["actor"], event["proof"], event["subjectUser"]) == ("group_deleted", "ana",
                                                                                    "api-key", "ana")
     assert (event["groups"], event["episodes"]) == (["agent_echo__user_ana"], 1)
@@ -88,11 +94,7 @@ async def test_clear_without_an_admins_own_key_is_403_counted_and_erases_nothing
 
 
 async def test_an_admin_clears_everything_and_the_audit_names_the_admin_and_the_groups(api: Api) -> None:
-    await _two_users(api)
-    sub = await api.rt.bus.nc.subscribe("memory.audit.>")
-    r = await api.http.post("/clear", headers=_bearer(ADMIN_KEY))
-    assert r.status_code == 200, r.text
-    event = json.loads((await sub.next_msg(timeout=5)).data)
+    event = await _audited(api, "POST", "/clear", ADMIN_KEY)
     assert (event["kind"], event["actor"], event["proof"], event["episodes"]) == ("graph_cleared", "josh",
                                                                                 "api-key", 2)
     assert sorted(event["groups"]) == ["agent_echo__user_ana", "user_josh"]

@@ -128,11 +128,14 @@ async def test_a_publisher_cannot_forge_an_episode(settings: Settings, secured_s
     assert f'Publish Violation - Subject "{subjects.episode(group)}"' in secured_server.log_text()
 
 
-async def test_a_client_cannot_call_delete_user_but_an_operator_can(settings: Settings,
-                                                                     secured_server: EmbeddedNatsServer,
-                                                                     passwords: dict[str, str]) -> None:
+@pytest.mark.parametrize(("endpoint", "body"), [("delete-user", {"user_id": "josh", "actor": "josh"}),
+                                              ("delete-group", {"group_id": "user_josh"})])
+async def test_a_client_cannot_erase_a_user_or_a_group_but_an_operator_can(settings: Settings,
+                                                                          secured_server: EmbeddedNatsServer,
+                                                                          passwords: dict[str, str], endpoint: str,
+                                                                          body: dict[str, str]) -> None:
     errors: list[str] = []
-    body = json.dumps({"user_id": "josh", "actor": "josh"}).encode()
+    sent = json.dumps(body).encode()
     async with deployment(settings, secured_server, passwords) as rts, \
             echo_executor(secured_server, passwords["executor"], errors):
         publisher = await connect(secured_server, "publisher", passwords["publisher"], errors)
@@ -142,14 +145,15 @@ async def test_a_client_cannot_call_delete_user_but_an_operator_can(settings: Se
         assert await wait_for_episodes(rts["worker"], "user_josh", 1) == 1
         client = await connect(secured_server, "client", passwords["client"], errors)
         with pytest.raises(NatsTimeout):
-            await client.request(subjects.api("delete-user"), body, timeout=1.5)
+            await client.request(subjects.api(endpoint), sent, timeout=1.5)
         await client.close()
         kept = await rts["worker"].engine.store.count_episodes("user_josh")
         operator = await connect(secured_server, "operator", passwords["operator"], errors)
-        erased = json.loads((await operator.request(subjects.api("delete-user"), body, timeout=10)).data)
+        erased = json.loads((await operator.request(subjects.api(endpoint), sent, timeout=10)).data)
         await operator.close()
-    assert kept == 1 and erased["episodes"] >= 1 and erased["remaining"] == 0
-    assert any("permissions violation" in e.lower() and "delete-user" in e for e in errors), errors
+        left = await rts["worker"].engine.store.count_episodes("user_josh")
+    assert kept == 1 and erased["episodes"] >= 1 and left == 0
+    assert any("permissions violation" in e.lower() and endpoint in e for e in errors), errors
 
 
 async def test_the_poller_polls_under_its_own_user_without_a_permission_violation(

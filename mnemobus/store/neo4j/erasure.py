@@ -16,8 +16,8 @@ erasure is refused when it commits, so it cannot bring the group back).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from neo4j import AsyncManagedTransaction
 
@@ -27,13 +27,21 @@ from mnemobus.store.neo4j.cypher import NEW_EPOCH
 from mnemobus.store.neo4j.rows import run_rows
 from mnemobus.store.neo4j.tuning import DELETE_BATCH
 
-if TYPE_CHECKING:
-    from mnemobus.store.neo4j.store import Neo4jStore
-
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-#: rows (facts, entities, aliases, episodes) of one erasure deleted in one transaction: 3 MB of transaction state
-#: per thousand facts with embeddings was measured, so 20k stays far under a 1 GiB server's limit
+
+class Neo4jStore(Protocol):
+    """What erasing needs of the store (store.Neo4jStore; named here so the two modules import in one direction)."""
+
+    async def _read(self, fn: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T: ...
+
+    async def _write(self, fn: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T: ...
+
+    def forget_groups(self, group_ids: Iterable[str]) -> None: ...
+
+#: rows (facts, entities, aliases, episodes) of one erasure deleted in one transaction: 100k facts exceeded the
+#: ~700 MB a 1 GiB server allows a transaction (about 7 KB a fact), so 20k rows stay under a fifth of it
 ONE_TXN_ROWS = 20_000
 
 ROWS_OF = ("UNWIND $gs AS g RETURN sum(COUNT { ()-[:FACT {group_id: g}]->() } + COUNT { (:Entity {group_id: g}) } "
@@ -44,6 +52,10 @@ JOURNAL = ("MERGE (j:Erasure {id: 'pending'}) ON CREATE SET j.groups = [] "
 LEAVE_JOURNAL = ("MATCH (j:Erasure {id: 'pending'}) SET j.groups = [x IN j.groups WHERE x <> $g] "
                  "WITH j WHERE size(j.groups) = 0 DELETE j")
 PENDING = "OPTIONAL MATCH (j:Erasure {id: 'pending'}) RETURN coalesce(j.groups, []) AS gs"
+ERASURES = "UNWIND $gs AS g OPTIONAL MATCH (x:GroupErasure {group_id: g}) RETURN g, coalesce(x.n, 0) AS n"
+# a write's check: the erasure count under the node's write lock, which an erasure takes to count (held by either
+# until its transaction ends, so the other waits and then reads what was committed)
+HOLD_ERASURES = "MERGE (x:GroupErasure {group_id: $g}) ON CREATE SET x.n = 0 SET x.n = x.n RETURN x.n AS n"
 
 
 class _Outgrew(Exception):
@@ -83,7 +95,9 @@ async def erase(store: Neo4jStore, groups: Sequence[GroupId]) -> DeleteCounts:
     rows = (await store._read(lambda tx: run_rows(tx, ROWS_OF, {"gs": groups})))[0]["n"]
     if rows <= ONE_TXN_ROWS:
         async def at_once(tx: AsyncManagedTransaction) -> DeleteCounts:
-            await run_rows(tx, COUNT_ERASURE, {"gs": groups})
+            for g in sorted(groups):  # version nodes, then erasure counts: the order writers lock them in
+                await run_rows(tx, NEW_EPOCH, {"g": g})
+            await run_rows(tx, COUNT_ERASURE, {"gs": sorted(groups)})
             done: list[DeleteCounts] = []
             for g in groups:
                 counts, gone = await erase_rows(tx, g, ONE_TXN_ROWS + 1)
@@ -98,13 +112,18 @@ async def erase(store: Neo4jStore, groups: Sequence[GroupId]) -> DeleteCounts:
             log.info("group %s grew past one transaction while it was counted: erasing it journalled", exc)
 
     async def journal(tx: AsyncManagedTransaction) -> None:
-        await run_rows(tx, COUNT_ERASURE, {"gs": groups})
+        await run_rows(tx, COUNT_ERASURE, {"gs": sorted(groups)})
         await run_rows(tx, JOURNAL, {"gs": groups})
 
     await store._write(journal)
     log.info("erasing %d group(s) of %d rows in batches, journalled: a failure part-way is finished by the next "
              "erasure or the next start", len(groups), rows)
     return DeleteCounts.total([finished, await _finish(store, groups)])
+
+
+async def erasure_counts(store: Neo4jStore, groups: Sequence[GroupId]) -> dict[GroupId, int]:
+    rows = await store._read(lambda tx: run_rows(tx, ERASURES, {"gs": list(groups)}))
+    return {GroupId(r["g"]): int(r["n"]) for r in rows}
 
 
 async def resume(store: Neo4jStore) -> DeleteCounts:

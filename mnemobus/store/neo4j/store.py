@@ -534,6 +534,9 @@ class Neo4jStore(CoalescedReads):
     async def delete_group(self, group_id: GroupId) -> DeleteCounts:
         return await erasure.erase(self, [group_id])
 
+    async def erasure_counts(self, group_ids: Sequence[GroupId]) -> dict[GroupId, int]:
+        return await erasure.erasure_counts(self, group_ids)
+
     def forget_groups(self, group_ids: Iterable[str]) -> None:
         """Drop what this process holds of the groups (retrieval counts not yet written, mirrors): they are erased."""
         gone = set(group_ids)

@@ -15,6 +15,8 @@ from mnemobus.errors import StoreIntegrityError, episode_id_taken
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import Prefetch, Vector, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
+from mnemobus.store.erasures import GroupErased
+from mnemobus.store.neo4j.erasure import HOLD_ERASURES
 from mnemobus.store.neo4j.mirror import GroupMirror
 from mnemobus.store.neo4j.overlay import Overlay, Pending
 from mnemobus.store.neo4j.cypher import (CHAIN_QUERY, ENTITY_MAP, FLUSH_WRITES, LOCK_EXISTING_GROUPS, LOCK_GROUPS,
@@ -53,6 +55,7 @@ class Neo4jWriteTxn:
         self._p = Pending()
         self._view = Overlay()
         self._locked: set[str] = set()
+        self._erasures: dict[str, int] = {}  # group -> erasure count read under its lock (check_not_erased)
         self.versions: dict[str, tuple[str | None, int]] = {}  # group -> committed (epoch, version) when locked
         self.round_trips = 0
         self.flushes = 0
@@ -77,6 +80,16 @@ class Neo4jWriteTxn:
         self._locked.update(new)
         # a version node this transaction created is not committed: others read the group as versionless
         self.versions.update((r["g"], (None, 0) if r["fresh"] else (r["e"], int(r["v"]))) for r in rows)
+
+    async def check_not_erased(self, group_id: GroupId, seen: int) -> None:
+        """The group's version lock, then its erasure count under that count's lock (erasure.py): once read here,
+        no erasure of the group commits before this transaction ends."""
+        if group_id not in self._erasures:
+            await self.lock([group_id])
+            (row,) = await self._run(HOLD_ERASURES, g=group_id)
+            self._erasures[group_id] = int(row["n"])
+        if self._erasures[group_id] != seen:
+            raise GroupErased(group_id)
 
     async def prefetch(self, ahead: Prefetch) -> None:
         """Lock the batch's groups, then read what its works will ask for first, in one statement.

@@ -36,6 +36,7 @@ from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
 from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of, fact_of,
                                         load_entities, to_seconds, vector_of)
+from mnemobus.store.sqlite.erasures import add_erasure_counts, count_erasures, erasures_of
 from mnemobus.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, add_alias_types, add_episode_speaker
 from mnemobus.store.sqlite.tx import immediate
 from mnemobus.store.sqlite.vectors import VectorCache
@@ -202,6 +203,7 @@ class SqliteStore:
             add_alias_types(conn)
             add_versioning(conn)
             add_episode_speaker(conn)
+            add_erasure_counts(conn)
             conn.execute("DROP INDEX IF EXISTS facts_walk_subject")  # schema 1 walked the graph in SQL
             conn.execute("DROP INDEX IF EXISTS facts_walk_object")
             conn.execute(
@@ -320,6 +322,7 @@ class SqliteStore:
 
         def work() -> DeleteCounts:
             with immediate(self._writer_conn()) as c:
+                count_erasures(c, group_ids)  # a write that started before this commit is refused (store/erasures.py)
                 return DeleteCounts.total([_delete_group_rows(c, g) for g in group_ids])
 
         async with self._write_lock:
@@ -327,6 +330,9 @@ class SqliteStore:
         for group_id in group_ids:
             self.vectors.drop_group(group_id)
         return counts
+
+    async def erasure_counts(self, group_ids: Sequence[GroupId]) -> dict[GroupId, int]:
+        return await self._read(lambda c: erasures_of(c, group_ids))
 
     async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
         def work() -> DeleteCounts:

@@ -13,6 +13,7 @@ from mnemobus.errors import StoreIntegrityError, episode_id_taken
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, Vector, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
+from mnemobus.store.sqlite.erasures import check_not_erased
 from mnemobus.store.sqlite.fts import group_token
 from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, fact_of, load_entities, to_blob,
                                         to_seconds)
@@ -129,6 +130,9 @@ class SqliteTxn:
         if self._inline:
             return fn(self._c)
         return await self._run(lambda: fn(self._c))
+
+    async def check_not_erased(self, group_id: GroupId, seen: int) -> None:
+        await self._do(lambda c: check_not_erased(c, group_id, seen))
 
     async def insert_episode(self, episode: Episode, *, screened: bool, embedding: Vector | None) -> bool:
         e = episode
