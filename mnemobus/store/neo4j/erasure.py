@@ -55,7 +55,8 @@ PENDING = "OPTIONAL MATCH (j:Erasure {id: 'pending'}) RETURN coalesce(j.groups, 
 ERASURES = "UNWIND $gs AS g OPTIONAL MATCH (x:GroupErasure {group_id: g}) RETURN g, coalesce(x.n, 0) AS n"
 # a write's check: the erasure count under the node's write lock, which an erasure takes to count (held by either
 # until its transaction ends, so the other waits and then reads what was committed)
-HOLD_ERASURES = "MERGE (x:GroupErasure {group_id: $g}) ON CREATE SET x.n = 0 SET x.n = x.n RETURN x.n AS n"
+HOLD_ERASURES = ("UNWIND $gs AS g MERGE (x:GroupErasure {group_id: g}) ON CREATE SET x.n = 0 SET x.n = x.n "
+                 "RETURN g, x.n AS n")
 
 
 class _Outgrew(Exception):

@@ -83,11 +83,13 @@ class Neo4jWriteTxn:
 
     async def check_not_erased(self, group_id: GroupId, seen: int) -> None:
         """The group's version lock, then its erasure count under that count's lock (erasure.py): once read here,
-        no erasure of the group commits before this transaction ends."""
+        no erasure of the group commits before this transaction ends. The version locks come first, as an erasure
+        takes them, so the two never wait on each other in a circle."""
         if group_id not in self._erasures:
             await self.lock([group_id])
-            (row,) = await self._run(HOLD_ERASURES, g=group_id)
-            self._erasures[group_id] = int(row["n"])
+            # every group this transaction holds at once (a batch's prefetch locked them all): one round trip
+            groups = sorted(g for g in self._locked if g not in self._erasures)
+            self._erasures.update((r["g"], int(r["n"])) for r in await self._run(HOLD_ERASURES, gs=groups))
         if self._erasures[group_id] != seen:
             raise GroupErased(group_id)
 
