@@ -1238,7 +1238,8 @@ class _Reader:
         if self.mine(subj_tok) and (kind := lex.CONTACTS.get(subj_tok.lemma_.lower())) is not None:
             words = [t for t in self.doc[verb.i + 1 : verb.sent.end] if not t.is_punct or t.text in "@.+-"]
             value = "".join(t.text_with_ws for t in words).strip(" .")
-            if value:  # "my phone number is 07700 900123", "my email is jo@example.org"
+            if any(c.isdigit() or c == "@" for c in value):  # "my phone number is 07700 900123", "my email is
+                # jo@example.org"; "my phone is a Pixel" names no number: the phone itself, below
                 relation = "email" if kind == "email" or any(c.lower_ == "email" for c in subj_tok.lefts) else kind
                 self.say(deny, self.me, relation, _Name(value, "concept"), when)
                 return True

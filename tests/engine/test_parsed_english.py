@@ -273,3 +273,13 @@ def test_she_in_the_next_turn_of_the_conversation_is_the_person_the_turn_before_
     _, second = EXTRACTOR.extract_batch(turns)
     assert not isinstance(second, Exception)
     assert {(f.subject, f.relation, f.object) for f in second.facts} == {("Ines", "teaches", "chemistry")}
+
+
+def test_a_thing_of_a_kind_named_by_a_copula_is_what_the_speaker_uses_of_that_kind() -> None:
+    assert triples("My browser is Firefox.") == {("Rosa", "uses_browser", "Firefox")}
+    assert triples("My laptop is a ThinkPad.") == {("Rosa", "uses_laptop", "ThinkPad")}
+
+
+def test_a_phone_named_by_a_copula_is_the_phone_not_its_number() -> None:
+    assert triples("My phone is a Pixel.") == {("Rosa", "uses_phone", "Pixel")}
+    assert triples("My phone number is 07700 900123.") == {("Rosa", "phone", "07700 900123")}
