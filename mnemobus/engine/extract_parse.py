@@ -50,6 +50,8 @@ yourselves himself herself itself themselves mine yours ours theirs his hers its
 _ENDERS = frozenset({"stop", "quit", "give", "leave", "sell", "drop"})
 _JOB_WORDS = frozenset({"job", "position", "role", "internship", "post"})
 _PLAN_VERBS = frozenset({"go", "fly", "travel", "visit", "head", "drive"})
+# "my old job at X": a job said to be over
+_FORMER = frozenset({"old", "previous", "former", "last", "first", "past", "earlier"})
 # verbs whose clauses are talk, thought or feeling, or too light to be news on their own
 _NOT_EVENTS = frozenset("""be have do say tell talk speak chat think know feel see hear look watch seem mean want need
 wish hope guess wonder realise realize remember forget agree thank appreciate miss care matter let try mind bet
@@ -444,6 +446,13 @@ class _Reader:
                 self.add(person, f"{role}_of", self.me)
                 self.last_person = person
             return
+        if lemma in _JOB_WORDS and self.job_held(tok):  # "I love my new job at Arup": working there now
+            verb = tok.head if tok.dep_ == "dobj" else None  # "Love my job at Arup": the parse hangs "at" on the verb
+            for _, o in self.pobjs(tok, ("at", "with", "for")) + (self.pobjs(verb, ("at", "with")) if verb else []):
+                put = self.name(o)
+                if put is not None and not put.speaker and self.employer(o, put):
+                    self.add(self.me, "works_at", replace(put, type="organization") if put.type == UNTYPED else put)
+            return
         if lemma in ("country", "town", "hometown", "city", "village") and any(
                 c.lower_ in ("home", "native") for c in tok.lefts) or lemma == "hometown":
             named = self.appos_name(tok)
@@ -541,6 +550,15 @@ class _Reader:
         phrase = re.sub(r"^(?:the|a|an|this|that|my|our)\s+", "", phrase, flags=re.IGNORECASE).lower() or thing.text
         self.told(self.me, "values", _Name(phrase, "concept"), f"{self.me.text} values {phrase}", None)
         return True
+
+    def job_held(self, job: Token) -> bool:
+        """Does "my job" name the job held now? Not an old one ("my previous job"), one ended or lost by the verb
+        it hangs on ("I quit my job at X": the ending reads it), one to come ("my new job at X starts Monday"),
+        one denied, or one in an if."""
+        head = job.head if job.dep_ != "ROOT" else job
+        return not (any(c.lower_ in _FORMER for c in job.lefts) or head.lemma_.lower() in _ENDERS | {"lose"}
+                    or (self.negated(head) and head.lemma_.lower() in ("have", "get", "be", "start"))
+                    or self.conditional(head) or self.future(head) or head.tag_ == "VBD")
 
     def unsaid_i(self, verb: Token, ongoing: bool = False) -> bool:
         """Talk drops the "I" before a past verb that opens a sentence ("Went to Rome once", "Started a new job
@@ -1096,6 +1114,9 @@ class _Reader:
                 put("works_at", o, "organization", self.employer)
             for prep, o in self.pobjs(job, ("as",)) + self.pobjs(verb, ("as",)):
                 put("works_as", o, "concept")
+        elif lemma in ("start", "begin") and (firms := self.pobjs(verb, ("at", "with"))):
+            for _, o in firms:  # "I started at Ocado last week": the first day of a job (not "at home", "at 9")
+                put("works_at", o, "organization", self.employer)
         elif lemma == "retire":
             out.append(("is", _Name("retired", "concept"), 0.8))
         elif lemma in ("start", "begin", "do", "take", "finish") and (degree := self.degree(verb)) is not None:
@@ -1233,6 +1254,12 @@ class _Reader:
                 person = _Name(self.proper(attr), "person")
                 self.say(deny, person, f"{role}_of", self.me, when)
                 self.last_person = person
+                return True
+            if owner.lemma_.lower() in lex.PETS and self.mine(owner):  # "our cat's name is Miso": the pet
+                pet = _Name(self.proper(attr), "pet")
+                self.say(deny, self.me, "has_pet", pet, when)
+                if not deny:
+                    self.add(pet, "is_a", _Name(self.kind(owner), "concept"))
                 return True
             return False
         if self.mine(subj_tok) and (kind := lex.CONTACTS.get(subj_tok.lemma_.lower())) is not None:
