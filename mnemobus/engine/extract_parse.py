@@ -1572,6 +1572,22 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
     return Extraction(entities_of(unique, ends, list(speakers.values()), aliases), unique, ends)
 
 
+def needs_entities(text: str) -> bool:
+    """May the entity recogniser find something in this line? Only where a word has a capital or a digit, "I"
+    and a capitalised function word ("My", "We", "Just": spaCy's stop words) aside: in lowercase talk ("I use
+    vim every day") it finds only time words (`_timeish` knows them without it) and numbers, so the line is
+    parsed without it. A capital opening a sentence counts ("Oliver is a vet")."""
+    from spacy.lang.en.stop_words import STOP_WORDS  # loaded with the parser; not at import time
+
+    for word in text.split():
+        if any(c.isdigit() for c in word):
+            return True
+        bare = re.split(r"['’]", word.strip(".,;:!?\"'()").lower())[0]  # "We're" is "we"
+        if any(c.isupper() for c in word) and bare != "i" and bare not in STOP_WORDS:
+            return True
+    return False
+
+
 class ParsedExtractor:
     """The default offline extractor (config `extractor: offline`)."""
 
@@ -1594,13 +1610,21 @@ class ParsedExtractor:
         return await anyio.to_thread.run_sync(self.extract_batch, list(episodes))
 
     def extract_batch(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
-        """Every line of every episode through one `nlp.pipe`, then each episode read on its own."""
+        """Every line of every episode through `nlp.pipe` (two runs: with the entity recogniser and without, see
+        `needs_entities`), then each episode read on its own."""
         nlp = load_pipeline()
         lines = [(i, s, text) for i, ep in enumerate(episodes) for s, text in _lines(ep)]
-        with self._lock:
-            docs = list(nlp.pipe((text for _, _, text in lines), batch_size=self.batch_size))
+        named = [needs_entities(text) for _, _, text in lines]
+        docs: list[Doc | None] = [None] * len(lines)
+        with self._lock:  # the entity recogniser (a third of the parse's time) only where a line may name something
+            for want, disable in ((True, ()), (False, ("ner",))):
+                slots = [i for i, n in enumerate(named) if n is want]
+                texts = (lines[i][2] for i in slots)
+                for i, doc in zip(slots, nlp.pipe(texts, batch_size=self.batch_size, disable=disable), strict=True):
+                    docs[i] = doc
         per: list[list[tuple[Speaker, str, Doc]]] = [[] for _ in episodes]
         for (i, s, text), doc in zip(lines, docs, strict=True):
+            assert doc is not None  # every slot is in one of the two runs
             per[i].append((s, text, doc))
         out: list[Extraction | Exception] = []
         context: dict[str, _Name] = {}  # the person last named per conversation, turn to turn
