@@ -17,7 +17,8 @@ Run: `make bench-extraction` (QUICK=1: a smaller speed run; the quality figures 
 - Blind files (bench/extraction_set/blind/*.yaml, or BLIND_DIR): each scored end to end through POST /messages
   by bench/extraction_blind.py with the product's configured extractor: facts, recall per phrasing tier,
   consistency, endings of what the extractor itself stored from the item's `before` turns, collateral.
-  BLIND_ONLY=1 scores only them (no labelled parts, no speed run).
+  BLIND_ONLY=1 scores only them (no labelled parts, no speed run). The change files (changes_*.yaml) are also
+  pooled into one set, `blind_changes_pooled_*`: endings precision, recall and collateral over all their items.
 
 The LLM extractor is scored on this set by `make bench-llm` (it needs the model server; every 4th held-out item).
 """
@@ -166,17 +167,20 @@ async def blind_figures(root: Path) -> dict[str, Any]:
     if not files:
         return {}
     from bench_locomo_public import Service
-    from extraction_blind import score_file
+    from extraction_blind import pooled_changes, tally_file
 
     out: dict[str, Any] = {}
+    tallies = []
     (root / "blind").mkdir(exist_ok=True)
     async with Service(root / "blind", {}) as svc:
         for path in files:
-            found, misses = await score_file(svc, path)
-            for key, value in found.items():
+            items, tally = await tally_file(svc, path)
+            tallies.append((path, items, tally))
+            for key, value in {"items": items, **tally.figures()}.items():
                 out[f"blind_{path.stem}_{key}"] = value
             if os.environ.get("SHOW") == str(path):  # a fixture's misses; never name the frozen blind set here
-                print("\n".join(misses))
+                print("\n".join(tally.missed + tally.wrong))
+    out.update({f"blind_changes_pooled_{key}": value for key, value in pooled_changes(tallies).items()})
     return out
 
 

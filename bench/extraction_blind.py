@@ -69,6 +69,27 @@ def triple(f: Any) -> Triple:
 
 async def score_file(svc: Any, path: Path) -> tuple[dict[str, float | int], list[str]]:
     """One labelled file end to end: its figures, and what was missed or wrong (never shown for the frozen set)."""
+    items, tally = await tally_file(svc, path)
+    return {"items": items, **tally.figures()}, tally.missed + tally.wrong
+
+
+def is_changes(path: Path) -> bool:
+    """A file of change scenarios (changes_*.yaml): the ones pooled into one endings figure."""
+    return path.stem.startswith("changes")
+
+
+def pooled_changes(tallies: list[tuple[Path, int, Tally]]) -> dict[str, float | int]:
+    """The change files as one set: endings precision, recall and collateral over all their items (`changes_pooled`
+    in the results); per-file figures of a few items each swing by a whole item."""
+    mine = [(path.stem, tally) for path, _, tally in tallies if is_changes(path)]
+    if not mine:
+        return {}
+    figures = Tally.pooled(mine).figures()
+    return {"files": len(mine), "items": sum(n for path, n, _ in tallies if is_changes(path)), **figures}
+
+
+async def tally_file(svc: Any, path: Path) -> tuple[int, Tally]:
+    """One labelled file end to end: how many items, and their counts."""
     items = load_items(path)
     store = svc.rt.engine.store
     groups = {item.id: group_of(path.stem, item) for item in items}
@@ -91,4 +112,4 @@ async def score_file(svc: Any, path: Path) -> tuple[dict[str, float | int], list
         raised = [triple(now[k]) for k, f in held[item.id].items()
                   if k in now and now[k].invalid_at is None and now[k].confidence > f.confidence]
         tally.add_held_endings(item, ended, raised)
-    return {"items": len(items), **tally.figures()}, tally.missed + tally.wrong
+    return len(items), tally

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -280,6 +280,25 @@ class Tally:
             self.tier_ends_found[item.tier] = self.tier_ends_found.get(item.tier, 0) + found
         if item.ends and item.fact_id:
             self.change_phrasings.setdefault(item.fact_id, []).append(found == len(item.ends))
+
+    @classmethod
+    def pooled(cls, tallies: Iterable[tuple[str, Tally]]) -> Tally:
+        """Several files' counts as one tally, so a pooled figure weighs every item alike (a mean of per-file ratios
+        would weigh a file of three changes like one of thirty). Phrasing ids are kept apart per file."""
+        out = cls()
+        for name, tally in tallies:
+            for f in fields(cls):
+                mine, theirs = getattr(out, f.name), getattr(tally, f.name)
+                if isinstance(theirs, int):
+                    setattr(out, f.name, mine + theirs)
+                elif isinstance(theirs, list):
+                    mine.extend(theirs)
+                elif f.name in ("phrasings", "change_phrasings"):
+                    mine.update({f"{name}/{k}": list(v) for k, v in theirs.items()})
+                else:
+                    for k, v in theirs.items():
+                        mine[k] = mine.get(k, 0) + v
+        return out
 
     def figures(self) -> dict[str, float | int]:
         def ratio(a: int, b: int) -> float:

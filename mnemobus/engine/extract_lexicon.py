@@ -5,6 +5,8 @@ Data, no logic: the parser finds the clause, these say what kind of thing a word
 
 from __future__ import annotations
 
+from mnemobus.engine.relations import USES_KINDS
+
 # "my sister Anna" -> Anna sister_of speaker; the relation is the role, said the way people say it
 KIN = {
     "sister": "sister", "brother": "brother", "mother": "mother", "mum": "mother", "mom": "mother",
@@ -189,4 +191,4 @@ CONTACTS = {"number": "phone", "mobile": "phone", "phone": "phone", "email": "em
 # "my employer is Aviva", "my phone's a Samsung": a thing of the speaker's named by a copula, and its relation
 MY_THINGS = {"employer": "works_at", "workplace": "works_at", "company": "works_at", "job": "works_as",
              "occupation": "works_as", "profession": "works_as", "phone": "uses_phone", "car": "owns_car",
-             "diet": "diet"}
+             "diet": "diet", **{noun: f"uses_{kind}" for kind, (nouns, _) in USES_KINDS.items() for noun in nouns}}

@@ -50,6 +50,8 @@ yourselves himself herself itself themselves mine yours ours theirs his hers its
 _ENDERS = frozenset({"stop", "quit", "give", "leave", "sell", "drop"})
 _JOB_WORDS = frozenset({"job", "position", "role", "internship", "post"})
 _PLAN_VERBS = frozenset({"go", "fly", "travel", "visit", "head", "drive"})
+# "my old job at X": a job said to be over
+_FORMER = frozenset({"old", "previous", "former", "last", "first", "past", "earlier"})
 # verbs whose clauses are talk, thought or feeling, or too light to be news on their own
 _NOT_EVENTS = frozenset("""be have do say tell talk speak chat think know feel see hear look watch seem mean want need
 wish hope guess wonder realise realize remember forget agree thank appreciate miss care matter let try mind bet
@@ -444,6 +446,13 @@ class _Reader:
                 self.add(person, f"{role}_of", self.me)
                 self.last_person = person
             return
+        if lemma in _JOB_WORDS and self.job_held(tok):  # "I love my new job at Arup": working there now
+            verb = tok.head if tok.dep_ == "dobj" else None  # "Love my job at Arup": the parse hangs "at" on the verb
+            for _, o in self.pobjs(tok, ("at", "with", "for")) + (self.pobjs(verb, ("at", "with")) if verb else []):
+                put = self.name(o)
+                if put is not None and not put.speaker and self.employer(o, put):
+                    self.add(self.me, "works_at", replace(put, type="organization") if put.type == UNTYPED else put)
+            return
         if lemma in ("country", "town", "hometown", "city", "village") and any(
                 c.lower_ in ("home", "native") for c in tok.lefts) or lemma == "hometown":
             named = self.appos_name(tok)
@@ -541,6 +550,15 @@ class _Reader:
         phrase = re.sub(r"^(?:the|a|an|this|that|my|our)\s+", "", phrase, flags=re.IGNORECASE).lower() or thing.text
         self.told(self.me, "values", _Name(phrase, "concept"), f"{self.me.text} values {phrase}", None)
         return True
+
+    def job_held(self, job: Token) -> bool:
+        """Does "my job" name the job held now? Not an old one ("my previous job"), one ended or lost by the verb
+        it hangs on ("I quit my job at X": the ending reads it), one to come ("my new job at X starts Monday"),
+        one denied, or one in an if."""
+        head = job.head if job.dep_ != "ROOT" else job
+        return not (any(c.lower_ in _FORMER for c in job.lefts) or head.lemma_.lower() in _ENDERS | {"lose"}
+                    or (self.negated(head) and head.lemma_.lower() in ("have", "get", "be", "start"))
+                    or self.conditional(head) or self.future(head) or head.tag_ == "VBD")
 
     def unsaid_i(self, verb: Token, ongoing: bool = False) -> bool:
         """Talk drops the "I" before a past verb that opens a sentence ("Went to Rome once", "Started a new job
@@ -1096,6 +1114,9 @@ class _Reader:
                 put("works_at", o, "organization", self.employer)
             for prep, o in self.pobjs(job, ("as",)) + self.pobjs(verb, ("as",)):
                 put("works_as", o, "concept")
+        elif lemma in ("start", "begin") and (firms := self.pobjs(verb, ("at", "with"))):
+            for _, o in firms:  # "I started at Ocado last week": the first day of a job (not "at home", "at 9")
+                put("works_at", o, "organization", self.employer)
         elif lemma == "retire":
             out.append(("is", _Name("retired", "concept"), 0.8))
         elif lemma in ("start", "begin", "do", "take", "finish") and (degree := self.degree(verb)) is not None:
@@ -1234,11 +1255,18 @@ class _Reader:
                 self.say(deny, person, f"{role}_of", self.me, when)
                 self.last_person = person
                 return True
+            if owner.lemma_.lower() in lex.PETS and self.mine(owner):  # "our cat's name is Miso": the pet
+                pet = _Name(self.proper(attr), "pet")
+                self.say(deny, self.me, "has_pet", pet, when)
+                if not deny:
+                    self.add(pet, "is_a", _Name(self.kind(owner), "concept"))
+                return True
             return False
         if self.mine(subj_tok) and (kind := lex.CONTACTS.get(subj_tok.lemma_.lower())) is not None:
             words = [t for t in self.doc[verb.i + 1 : verb.sent.end] if not t.is_punct or t.text in "@.+-"]
             value = "".join(t.text_with_ws for t in words).strip(" .")
-            if value:  # "my phone number is 07700 900123", "my email is jo@example.org"
+            if any(c.isdigit() or c == "@" for c in value):  # "my phone number is 07700 900123", "my email is
+                # jo@example.org"; "my phone is a Pixel" names no number: the phone itself, below
                 relation = "email" if kind == "email" or any(c.lower_ == "email" for c in subj_tok.lefts) else kind
                 self.say(deny, self.me, relation, _Name(value, "concept"), when)
                 return True
@@ -1544,6 +1572,22 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
     return Extraction(entities_of(unique, ends, list(speakers.values()), aliases), unique, ends)
 
 
+def needs_entities(text: str) -> bool:
+    """May the entity recogniser find something in this line? Only where a word has a capital or a digit, "I"
+    and a capitalised function word ("My", "We", "Just": spaCy's stop words) aside: in lowercase talk ("I use
+    vim every day") it finds only time words (`_timeish` knows them without it) and numbers, so the line is
+    parsed without it. A capital opening a sentence counts ("Oliver is a vet")."""
+    from spacy.lang.en.stop_words import STOP_WORDS  # loaded with the parser; not at import time
+
+    for word in text.split():
+        if any(c.isdigit() for c in word):
+            return True
+        bare = re.split(r"['’]", word.strip(".,;:!?\"'()").lower())[0]  # "We're" is "we"
+        if any(c.isupper() for c in word) and bare != "i" and bare not in STOP_WORDS:
+            return True
+    return False
+
+
 class ParsedExtractor:
     """The default offline extractor (config `extractor: offline`)."""
 
@@ -1566,13 +1610,21 @@ class ParsedExtractor:
         return await anyio.to_thread.run_sync(self.extract_batch, list(episodes))
 
     def extract_batch(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
-        """Every line of every episode through one `nlp.pipe`, then each episode read on its own."""
+        """Every line of every episode through `nlp.pipe` (two runs: with the entity recogniser and without, see
+        `needs_entities`), then each episode read on its own."""
         nlp = load_pipeline()
         lines = [(i, s, text) for i, ep in enumerate(episodes) for s, text in _lines(ep)]
-        with self._lock:
-            docs = list(nlp.pipe((text for _, _, text in lines), batch_size=self.batch_size))
+        named = [needs_entities(text) for _, _, text in lines]
+        docs: list[Doc | None] = [None] * len(lines)
+        with self._lock:  # the entity recogniser (a third of the parse's time) only where a line may name something
+            for want, disable in ((True, ()), (False, ("ner",))):
+                slots = [i for i, n in enumerate(named) if n is want]
+                texts = (lines[i][2] for i in slots)
+                for i, doc in zip(slots, nlp.pipe(texts, batch_size=self.batch_size, disable=disable), strict=True):
+                    docs[i] = doc
         per: list[list[tuple[Speaker, str, Doc]]] = [[] for _ in episodes]
         for (i, s, text), doc in zip(lines, docs, strict=True):
+            assert doc is not None  # every slot is in one of the two runs
             per[i].append((s, text, doc))
         out: list[Extraction | Exception] = []
         context: dict[str, _Name] = {}  # the person last named per conversation, turn to turn

@@ -96,6 +96,14 @@ def valid_at_time(fact: Fact, t: datetime) -> bool:
     return (fact.valid_at is None or fact.valid_at <= t) and (fact.invalid_at is None or t < fact.invalid_at)
 
 
+def end_time(fact: Fact, t: datetime) -> datetime:
+    """When a fact ends that a statement at `t` ends: at `t`, but never before it began (a fact dated after the
+    statement that ends it, told out of order, ends as soon as it began, so it never holds a negative span). The
+    two comparisons once written here (`valid_at <= t` and `valid_at < t`) gave the same time, since at equality
+    both are `t`; the max says what they meant."""
+    return t if fact.valid_at is None else max(fact.valid_at, t)
+
+
 def reinforced_confidence(old: float, observed: float) -> float:
     """Independent confirmations: 1 - (1-a)(1-b), always higher than either."""
     return min(1.0, 1.0 - (1.0 - old) * (1.0 - observed))
@@ -453,8 +461,7 @@ class Ingestor:
                  and ((exclusive and episode.id not in x.episode_ids)  # two values said at once are both held
                       or (replaced is not None and x.object_id == replaced.id))]
         for x in ended:
-            end_at = t if x.valid_at is None or x.valid_at <= t else x.valid_at
-            await txn.update_fact(replace(x, invalid_at=end_at, expired_at=now, superseded_by=new_id))
+            await txn.update_fact(replace(x, invalid_at=end_time(x, t), expired_at=now, superseded_by=new_id))
             counts.invalidated += 1
         if replaced is not None and not ended and replaced.id != obj.id and not any(
             x.object_id == replaced.id for x in chain
@@ -495,8 +502,7 @@ class Ingestor:
                         if (obj is None or x.object_id == obj.id) and ends(x)]
         now = datetime.now(UTC)
         for x in current:
-            end_at = t if x.valid_at is None or x.valid_at < t else x.valid_at
-            await txn.update_fact(replace(x, invalid_at=end_at, expired_at=now))
+            await txn.update_fact(replace(x, invalid_at=end_time(x, t), expired_at=now))
             await txn.add_fact_source(group, x.id, episode.id, episode.source_message_id)  # the ending's source
             counts.invalidated += 1
         if current or obj is None or any(x.object_id == obj.id for x in chain) or not e.fact:

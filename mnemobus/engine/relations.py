@@ -42,7 +42,20 @@ _DIETS = _words("vegan vegetarian pescatarian pescetarian keto paleo carnivore f
                 "gluten-free dairy-free teetotal sober")
 _MARITAL = _words("married single divorced widowed engaged separated")
 _WORK_STATES = _words("retired unemployed self-employed freelance")
-_PHONES = _words("iphone pixel galaxy samsung android nokia motorola oneplus xiaomi huawei fairphone blackberry")
+# uses_<kind>: what someone uses of a kind of thing, one at a time ("I use a Kobo now" ends the Kindle): the kind,
+# the nouns that name it ("my browser is Firefox") and the names that make a generic "uses"/"owns"/"has" this kind
+USES_KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    kind: (_words(nouns), _words(names)) for kind, nouns, names in (
+        ("phone", "phone smartphone",
+         "iphone pixel galaxy samsung android nokia motorola oneplus xiaomi huawei fairphone blackberry"),
+        ("ereader", "e-reader ereader", "kindle kobo nook remarkable"),
+        ("laptop", "laptop", "macbook thinkpad chromebook"),
+        ("browser", "browser", "firefox chrome safari brave opera vivaldi"),
+        ("os", "os", "linux ubuntu macos debian fedora"),
+        ("watch", "watch smartwatch", "fitbit garmin"),
+        ("music_service", "", "spotify tidal deezer"),
+        ("bank", "bank", "monzo revolut starling"),
+    )}
 
 RELATIONS: tuple[Relation, ...] = (
     # -- one value at a time ---------------------------------------------------------------------------------
@@ -71,8 +84,8 @@ RELATIONS: tuple[Relation, ...] = (
     Relation("phone", "someone's phone number", "person", "concept", True, ("phone_number", "has_phone_number")),
     Relation("email", "someone's email address", "person", "concept", True, ("email_address", "has_email")),
     Relation("owns_car", "the car someone drives now", "person", "product", True, ("drives", "has_car", "car")),
-    Relation("uses_phone", "the phone someone uses now", "person", "product", True, ("phone_model",),
-             values=_PHONES),
+    *(Relation(f"uses_{kind}", f"the {kind.replace('_', ' ')} someone uses now", "person", "product", True,
+               ("phone_model",) if kind == "phone" else (), values=names) for kind, (_, names) in USES_KINDS.items()),
     Relation("studies_at", "where someone studies now", "person", "organization", True,
              ("student_at", "enrolled_at", "attends_university")),
     # -- many at a time --------------------------------------------------------------------------------------
@@ -104,7 +117,7 @@ for _r in RELATIONS:
     for _i in _r.inverses:
         _BY_NAME.setdefault(_i, (_r, True))
 _BY_VALUE: dict[str, Relation] = {v: r for r in RELATIONS for v in r.values}
-_GENERIC = frozenset({"is", "be", "is_a_state", "works_as", "is_a", "uses", "owns"})  # a value may specialise
+_GENERIC = frozenset({"is", "be", "is_a_state", "works_as", "is_a", "uses", "owns", "has", "wears"})  # a value may specialise
 
 
 def _key(relation: str) -> str:

@@ -89,3 +89,30 @@ def test_endings_are_reported_per_tier_and_for_consistency_across_a_changes_phra
     figures = tally.figures()
     assert (figures["endings_recall_plain"], figures["endings_recall_idiomatic"], figures["endings_consistency"]) == (
         1.0, 0.0, 0.5)
+
+
+def test_pooled_change_files_weigh_every_item_alike_and_keep_their_phrasings_apart() -> None:
+    small, large = Tally(), Tally()
+    small.add_held_endings(item("a", ends=["Ana | lives_in | Oslo"], fact_id="move"), [])
+    for n in range(3):
+        large.add_held_endings(item(f"b{n}", ends=["Ana | works_at | Ocado"], fact_id="move"),
+                               [Triple("Ana", "works_at", "Ocado")])
+    figures = Tally.pooled([("changes_1", small), ("changes_2", large)]).figures()
+    # 3 of 4 endings found (a mean of the two files' recalls would say 0.5); "move" is two changes, not one
+    assert (figures["endings_recall"], figures["endings_consistency"]) == (0.75, 0.5)
+
+
+@pytest.mark.anyio
+async def test_the_bench_reports_the_change_files_pooled_end_to_end(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench_extraction import blind_figures
+
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for name in ("changes_a", "changes_b", "facts"):
+        (folder / f"{name}.yaml").write_text(FIXTURE.read_text())
+    monkeypatch.setenv("BLIND_DIR", str(folder))
+    figures = await blind_figures(tmp_path)
+    assert (figures["blind_changes_pooled_files"], figures["blind_changes_pooled_items"]) == (2, 10)
+    assert figures["blind_changes_pooled_endings_recall"] == figures["blind_changes_a_endings_recall"] == 1.0
+    assert figures["blind_changes_pooled_collateral_endings"] == 0

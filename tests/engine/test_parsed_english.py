@@ -273,3 +273,39 @@ def test_she_in_the_next_turn_of_the_conversation_is_the_person_the_turn_before_
     _, second = EXTRACTOR.extract_batch(turns)
     assert not isinstance(second, Exception)
     assert {(f.subject, f.relation, f.object) for f in second.facts} == {("Ines", "teaches", "chemistry")}
+
+
+def test_a_thing_of_a_kind_named_by_a_copula_is_what_the_speaker_uses_of_that_kind() -> None:
+    assert triples("My browser is Firefox.") == {("Rosa", "uses_browser", "Firefox")}
+    assert triples("My laptop is a ThinkPad.") == {("Rosa", "uses_laptop", "ThinkPad")}
+
+
+def test_a_phone_named_by_a_copula_is_the_phone_not_its_number() -> None:
+    assert triples("My phone is a Pixel.") == {("Rosa", "uses_phone", "Pixel")}
+    assert triples("My phone number is 07700 900123.") == {("Rosa", "phone", "07700 900123")}
+
+
+def test_starting_at_a_firm_is_working_there_since_that_day() -> None:
+    assert dated("I started at Ocado last week.") == {("Rosa", "works_at", "Ocado"): datetime(2026, 6, 8, tzinfo=UTC)}
+
+
+def test_a_dropped_i_before_starting_at_a_firm_is_still_the_speaker() -> None:
+    assert triples("Started at Ocado last week.") == {("Rosa", "works_at", "Ocado")}
+
+
+def test_starting_at_a_time_or_at_home_is_no_job() -> None:
+    assert not any(r == "works_at" for _, r, _ in triples("I started at 9 today.") | triples("I started at home."))
+
+
+def test_my_job_at_a_firm_is_working_there_whatever_the_verb_says_of_it() -> None:
+    for text in ("Love my new job at Arup.", "My job at Arup is great.", "I don't like my job at Arup."):
+        assert ("Rosa", "works_at", "Arup") in triples(text), text
+
+
+def test_a_job_at_a_firm_that_is_old_quit_or_to_come_is_not_held() -> None:
+    for text in ("My old job at Aldi was boring.", "I quit my job at Aldi.", "My new job at Arup starts next Monday."):
+        assert not any(r == "works_at" for _, r, _ in triples(text)), text
+
+
+def test_a_pets_name_said_as_a_name_is_the_pet() -> None:
+    assert triples("Our cat's name is Miso.") == {("Rosa", "has_pet", "Miso"), ("Miso", "is_a", "cat")}

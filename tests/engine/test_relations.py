@@ -75,3 +75,16 @@ def test_graduating_ends_studies_without_naming_where() -> None:
 def test_filler_words_a_model_adds_to_a_relation_name_are_dropped() -> None:
     assert canonical("is_currently_employed_at") == ("works_at", False)
     assert canonical("lives_currently_in") == ("lives_in", False)
+
+
+def test_every_name_of_a_kind_the_table_lists_is_that_kinds_one_value_uses_relation() -> None:
+    from mnemobus.engine.relations import USES_KINDS
+
+    for kind, (_, names) in USES_KINDS.items():
+        for name in names:
+            assert canonical("uses", name.capitalize()) == (f"uses_{kind}", False) and one_value(f"uses_{kind}")
+
+
+def test_owning_or_wearing_a_named_thing_of_a_kind_is_using_it() -> None:
+    assert canonical("owns", "Kindle Paperwhite") == ("uses_ereader", False)
+    assert canonical("wears", "Fitbit") == ("uses_watch", False)
