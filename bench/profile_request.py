@@ -18,6 +18,8 @@ py-spy`, a profiling tool only, not a dependency of mnemobus).
   timed on the CPU clock of the thread it runs on (recall's reads run on one worker thread): envelope parsing
   and validation, identity, query embedding, each store read, fusion and the rest of recall, top-k, rendering,
   the enriched envelope, the episode envelopes. Figures go to bench/results/profile_breakdown.json.
+- `statements`: the SQL statements a recall sends on that store and its three groups (FTS5's own apart).
+  Figures go to bench/results/profile_statements.json.
 cProfile is not used: it sees only the thread it started on, and recall's reads run on a worker thread.
 Profiling adds its own cost: compare CPU figures only between runs without a profiler.
 """
@@ -200,6 +202,46 @@ async def breakdown(n: int) -> dict[str, float]:
     return out
 
 
+async def statements(n: int) -> dict[str, float]:
+    """SQL statements a recall sends, on the plugin bench's store and groups (the reader connections traced;
+    what FTS5 runs inside a MATCH, traced with a leading "--", counted apart)."""
+    from bench_pipeline import PEOPLE
+
+    from mnemobus.config import load_settings
+    from mnemobus.engine import open_engine
+    from mnemobus.identity import IdentityRegistry
+    from mnemobus.store.model import RecallQuery
+    from mnemobus.store.sqlite import SqliteStore
+
+    if not (CACHE / "plugin.sqlite3.filled").exists():
+        raise SystemExit("run `bench/profile_request.py plugin` once first: it fills the store this reads")
+    seen: list[str] = []
+    connect = SqliteStore._connect
+
+    def traced(self):  # type: ignore[no-untyped-def]
+        conn = connect(self)
+        conn.set_trace_callback(seen.append)
+        return conn
+
+    SqliteStore._connect = traced  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory(prefix="mnemobus-profile-") as tmp:
+        settings = load_settings(_settings_file(Path(tmp), "nats://127.0.0.1:1"))
+        groups = who_groups(IdentityRegistry(settings.identity.users_file))
+        engine = await open_engine(settings)
+        cfg = settings.memory
+        queries = [RecallQuery(f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?", groups,
+                               max_facts=cfg.max_facts, max_episodes=cfg.max_episodes) for i in range(n)]
+        for q in queries:
+            await engine.recall(q)
+        seen.clear()
+        for q in queries:
+            await engine.recall(q)
+        await engine.close()
+    own = sum(not s.startswith("--") for s in seen)
+    return {"statements_per_recall": round(own / n, 1), "fts5_internal_statements_per_recall":
+            round((len(seen) - own) / n, 1), "recalled_groups": len(groups)}
+
+
 def who_groups(identity) -> tuple:  # type: ignore[no-untyped-def]
     return identity.resolve("discord", "111", "bench", None).read_groups
 
@@ -293,7 +335,7 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["plugin", "recall", "breakdown"])
+    ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements"])
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--pyspy", action="store_true", help="plugin: sample the plugin process with py-spy; recall: "
                     "run under py-spy (figures are then not written)")
@@ -304,6 +346,8 @@ def main() -> None:
         figures = asyncio.run(profile_recall(args.n))
     elif args.what == "breakdown":
         figures = asyncio.run(breakdown(args.n))
+    elif args.what == "statements":
+        figures = asyncio.run(statements(args.n))
     else:
         figures = asyncio.run(profile_plugin(args.n, args.pyspy, args.pyspy_format))
     figures["load_avg_1m"] = round(os.getloadavg()[0], 2)

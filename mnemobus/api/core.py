@@ -24,7 +24,7 @@ from mnemobus.limits import query_tail
 from mnemobus.envelope import EpisodeMessage
 from mnemobus.errors import InvalidMessage, MnemobusError
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, FactHop
+from mnemobus.store.contract import DeleteCounts, FactHop, GraphStore
 from mnemobus.store.model import Entity, Episode, Fact, GroupExport, RecallQuery, ScoredEpisode, ScoredFact, episode_id_for
 
 #: one item of a search: a fact or a source message, with its score
@@ -182,9 +182,15 @@ class MemoryService:
                 by_group.setdefault(i.episode.group_id, []).append(i.episode.id)
         if not by_group:
             return list(items)
+
+        async def every_group(view: GraphStore, _: None) -> list[list[Fact]]:
+            # one run, not a read per group: on SQLite one thread hop and one snapshot for all of them; on a
+            # networked store the groups' round trips side by side
+            return await view.gather([lambda g=g, ids=ids: view.episode_facts(g, ids) for g, ids in by_group.items()])
+
         drawn: dict[str, list[Fact]] = {}
-        for group, ids in by_group.items():
-            for f in await self.store.episode_facts(group, ids):
+        for found in await self.store.run_reads(every_group, lambda: None):
+            for f in found:
                 for episode_id in f.episode_ids[:1]:  # the message it was first drawn from, not a confirmation
                     drawn.setdefault(episode_id, []).append(f)
         out: list[Recalled] = []

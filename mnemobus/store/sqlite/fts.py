@@ -117,19 +117,21 @@ def _group_has_rows(c: sqlite3.Connection, base: str, group_id: str) -> bool:
 
 
 def fts_search(c: sqlite3.Connection, table: str, group_id: str, terms: Sequence[str], limit: int,
-               where: str = "", params: dict[str, Any] | None = None, *, counts: TermCounts | None = None) -> list[Hit]:
+               where: str = "", params: dict[str, Any] | None = None, *, counts: TermCounts | None = None,
+               has_rows: bool | None = None) -> list[Hit]:
     """BM25 over one FTS5 table, restricted to the group; `where` filters the base row `x` further.
 
     Without `counts` every word is searched in one query whose join reads
     every matching row, and a bounded count of the rows they match decides
     how the group is applied: the plain FTS5 baseline the benchmarks compare
-    against. With it, see `_ranked_then_read`.
+    against. With it, see `_ranked_then_read`. `has_rows`: whether the group has a row in the table, when the
+    caller's snapshot already read it (`group_state.py`).
     """
     base = table.removesuffix("_fts")
     if limit <= 0 or terms_match(terms) is None:
         return []
     if counts is not None:
-        if not _group_has_rows(c, base, group_id):
+        if not (has_rows if has_rows is not None else _group_has_rows(c, base, group_id)):
             return []
         return _ranked_then_read(c, table, group_id, terms, limit, where, params or {}, counts)
     matching = c.execute(

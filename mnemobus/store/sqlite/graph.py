@@ -72,11 +72,16 @@ class GraphReader:
         with self._locks_lock:
             return self._locks.setdefault(group_id, threading.Lock())
 
-    def current(self, conn: sqlite3.Connection, group_id: str) -> FactGraph:
-        """The group's graph with every change committed before this call; hold `graph.lock` while reading it."""
+    def current(self, conn: sqlite3.Connection, group_id: str, known: tuple[int, int] | None = None) -> FactGraph:
+        """The group's graph with every change committed before this call; hold `graph.lock` while reading it.
+
+        `known`: the group's (epoch, version) as this connection's snapshot already read it (`group_state.py`).
+        """
         with self._lock(group_id):
-            row = conn.execute("SELECT epoch, ver FROM group_versions WHERE group_id = ?", (group_id,)).fetchone()
-            epoch, version = row if row is not None else (0, 0)
+            if known is None:
+                row = conn.execute("SELECT epoch, ver FROM group_versions WHERE group_id = ?", (group_id,)).fetchone()
+                known = row if row is not None else (0, 0)
+            epoch, version = known
             graph = self.cache.get(group_id)
             if graph is not None and graph.epoch == epoch and graph.version >= version:
                 return graph

@@ -34,12 +34,13 @@ from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
+from mnemobus.store.sqlite.group_state import GroupState, read_state
 from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of, fact_of,
                                         load_entities, to_seconds, vector_of)
 from mnemobus.store.sqlite.erasures import add_erasure_counts, count_erasures, erasures_of
 from mnemobus.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, add_alias_types, add_episode_speaker
 from mnemobus.store.sqlite.tx import immediate
-from mnemobus.store.sqlite.vectors import VectorCache
+from mnemobus.store.sqlite.vectors import UNKNOWN, VectorCache
 from mnemobus.store.sqlite.writes import SqliteTxn, delete_episode_rows, drop_facts, insert_entity_row, insert_fact_row
 
 T = TypeVar("T")
@@ -56,6 +57,15 @@ TURNS = {
           f" ORDER BY reference_time {order}, id {order} LIMIT ?"
     for side, edge, cmp, order in ((-1, ">=", "<", "DESC"), (1, "<=", ">", "ASC"))
 }
+
+# every side of every anchor in one statement: each member is one TURNS seek (a subquery keeps its ORDER BY and
+# LIMIT), tagged with its place; 40 statements a group became one (docs/performance.md). SQLite allows 500 members
+TURNS_PER_STATEMENT = 200
+
+
+def _turns_union(n: int) -> str:
+    return " UNION ALL ".join(f"SELECT * FROM (SELECT {i}, {TURNS[1 if i % 2 else -1].removeprefix('SELECT ')})" for i in range(n))
+
 
 BUSY_TIMEOUT_S = 1.0
 READERS = 4  # reader connections per store (see SqliteStore._borrow)
@@ -173,11 +183,11 @@ class SqliteStore:
                 # one read transaction: every read of the run sees one snapshot, so each group's version is
                 # checked once per run (`_graph`) rather than before each read (four times a group per recall)
                 conn.execute("BEGIN")
-                self._local.conn, self._local.graphs = conn, {}
+                self._local.conn, self._local.graphs, self._local.states = conn, {}, {}
                 try:
                     return _complete(work(self, prepared))
                 finally:
-                    self._local.conn = self._local.graphs = None
+                    self._local.conn = self._local.graphs = self._local.states = None
                     if conn.in_transaction:
                         conn.execute("COMMIT")
 
@@ -190,8 +200,25 @@ class SqliteStore:
             return self.graphs.current(c, group_id)
         graph = memo.get(group_id)
         if graph is None:
-            graph = memo[group_id] = self.graphs.current(c, group_id)
+            state = self._state(c, group_id)
+            graph = memo[group_id] = self.graphs.current(c, group_id, (state.epoch, state.version) if state else None)
         return graph
+
+    def _state(self, c: sqlite3.Connection, group_id: str) -> GroupState | None:
+        """Inside run_reads, the group's version and newest rows, read once per group and run (one snapshot);
+        outside it None, and each read asks its own question."""
+        memo: dict[str, GroupState] | None = getattr(self._local, "states", None)
+        if memo is None:
+            return None
+        state = memo.get(group_id)
+        if state is None:
+            state = memo[group_id] = read_state(c, group_id)
+        return state
+
+    def _newest(self, c: sqlite3.Connection, table: str, group_id: str) -> Any:
+        """What `VectorCache.search_rows` takes as `latest`: known inside run_reads, else UNKNOWN."""
+        state = self._state(c, group_id)
+        return UNKNOWN if state is None else state.newest[table]
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -277,11 +304,19 @@ class SqliteStore:
             marks = ",".join("?" * len(ids))
             anchors = c.execute(f"SELECT id, reference_time, channel_id FROM episodes"
                                 f" WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)).fetchall()
+            sides = [(anchor, t, channel, sign) for anchor, t, channel in anchors for sign in (-1, 1)]
             out: list[Neighbour] = []
-            for anchor, t, channel in anchors:
-                for sign in (-1, 1):
-                    rows = c.execute(TURNS[sign], (group_id, channel, t + sign * within_s, t, anchor, span)).fetchall()
-                    out.extend(Neighbour(anchor, sign * (i + 1), episode_of(r)) for i, r in enumerate(rows))
+            for start in range(0, len(sides), TURNS_PER_STATEMENT):
+                part = sides[start : start + TURNS_PER_STATEMENT]
+                found: list[list[Any]] = [[] for _ in part]
+                rows = c.execute(_turns_union(len(part)), [
+                    v for anchor, t, channel, sign in part for v in (group_id, channel, t + sign * within_s, t, anchor, span)])
+                for r in rows:
+                    found[r[0]].append(r[1:])
+                for (anchor, _, _, sign), near in zip(part, found, strict=True):
+                    # nearest first: a compound's order is not the subqueries' own, so each side is put in order here
+                    near.sort(key=lambda r: (r[5], r[0]), reverse=sign < 0)
+                    out.extend(Neighbour(anchor, sign * (i + 1), episode_of(r)) for i, r in enumerate(near))
             return out
 
         return await self._read(q)
@@ -588,8 +623,13 @@ class SqliteStore:
                    params: dict[str, Any] | None = None) -> list[Hit]:
         if terms_match(terms) is None or limit <= 0:
             return []
-        return await self._read(
-            lambda c: fts_search(c, table, group_id, terms, limit, where, params, counts=self.term_counts))
+
+        def q(c: sqlite3.Connection) -> list[Hit]:
+            state = self._state(c, group_id)
+            return fts_search(c, table, group_id, terms, limit, where, params, counts=self.term_counts,
+                              has_rows=None if state is None else state.has_rows(table.removesuffix("_fts")))
+
+        return await self._read(q)
 
     async def search_facts_text(self, group_id: GroupId, terms: Sequence[str], as_of: datetime, limit: int) -> list[Hit]:
         where = "AND (x.valid_at IS NULL OR x.valid_at <= :t) AND (x.invalid_at IS NULL OR x.invalid_at > :t)"
@@ -604,9 +644,8 @@ class SqliteStore:
     async def _vector(self, table: str, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
         if limit <= 0:
             return []
-        return await self._read(
-            lambda c: [Hit(i, s) for i, s, _ in self.vectors.search_rows(c, table, group_id, np.asarray(vector), limit)]
-        )
+        return await self._read(lambda c: [Hit(i, s) for i, s, _ in self.vectors.search_rows(
+            c, table, group_id, np.asarray(vector), limit, self._newest(c, table, group_id))])
 
     async def search_facts_vector(self, group_id: GroupId, vector: Vector, as_of: datetime, limit: int) -> list[Hit]:
         if limit <= 0:
@@ -618,7 +657,8 @@ class SqliteStore:
             wanted = limit * 2
             self._graph(c, group_id)  # before the vectors too: a deletion elsewhere drops them (see __init__)
             while True:
-                hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted)
+                hits = self.vectors.search_rows(c, "facts", group_id, np.asarray(vector), wanted,
+                                                self._newest(c, "facts", group_id))
                 if not hits:
                     return []
                 # after the vectors: it holds every row they returned (in run_reads one snapshot serves both reads)

@@ -33,6 +33,13 @@ log = logging.getLogger(__name__)
 _TABLES = frozenset({"facts", "entities", "episodes"})
 
 
+class _Unknown:
+    """The newest rowid not read yet: the matrix asks the file itself."""
+
+
+UNKNOWN = _Unknown()
+
+
 @dataclass
 class _Matrix:
     dim: int
@@ -84,8 +91,10 @@ class VectorCache:
             for key in [k for k in self._mats if k[1] == group_id]:
                 del self._mats[key]
 
-    def _refresh(self, conn: sqlite3.Connection, table: str, group_id: str, mat: _Matrix) -> None:
-        latest = conn.execute(f"SELECT max(rowid) FROM {table} WHERE group_id = ?", (group_id,)).fetchone()[0]
+    def _refresh(self, conn: sqlite3.Connection, table: str, group_id: str, mat: _Matrix,
+                 latest: int | None | _Unknown = UNKNOWN) -> None:
+        if isinstance(latest, _Unknown):
+            latest = conn.execute(f"SELECT max(rowid) FROM {table} WHERE group_id = ?", (group_id,)).fetchone()[0]
         if latest is None or latest <= mat.max_rowid:
             return
         rows = conn.execute(
@@ -105,11 +114,12 @@ class VectorCache:
         return [(i, score) for i, score, _ in self.search_rows(conn, table, group_id, query, k)]
 
     def search_rows(self, conn: sqlite3.Connection, table: str, group_id: str, query: np.ndarray,
-                    k: int) -> list[tuple[str, float, int]]:
-        """As `search`, with each row's SQLite rowid: (id, cosine, rowid)."""
+                    k: int, latest: int | None | _Unknown = UNKNOWN) -> list[tuple[str, float, int]]:
+        """As `search`, with each row's SQLite rowid: (id, cosine, rowid). `latest`: the group's newest rowid in
+        the table as this connection's snapshot already read it (`group_state.py`), None when it has no row."""
         key = (table, group_id)
         with self._key_lock(key):
-            mat, held = self._current(conn, table, group_id)
+            mat, held = self._current(conn, table, group_id, latest)
             if mat.size == 0 or k <= 0:
                 return []
             q = query.astype(np.float32, copy=False)
@@ -131,7 +141,8 @@ class VectorCache:
             self._evict()
         return result
 
-    def _current(self, conn: sqlite3.Connection, table: str, group_id: str) -> tuple[_Matrix, int]:
+    def _current(self, conn: sqlite3.Connection, table: str, group_id: str,
+                 latest: int | None | _Unknown = UNKNOWN) -> tuple[_Matrix, int]:
         """Under the key lock: the group's matrix with every committed row, and its size in bytes before."""
         if table not in _TABLES:
             raise ValueError(f"no vectors for table {table!r}")
@@ -142,7 +153,7 @@ class VectorCache:
                 mat = self._mats[key] = _Matrix(self.dim)
             self._mats.move_to_end(key)
         held = mat.nbytes
-        self._refresh(conn, table, group_id, mat)
+        self._refresh(conn, table, group_id, mat, latest)
         return mat, held
 
     def load(self, conn: sqlite3.Connection, table: str, group_id: str) -> int:
