@@ -145,6 +145,23 @@ class FactEdges:
             frontier = nxt
         return out
 
+    def around(self, entities: Sequence[str], t: float, per_entity: int,
+               ) -> tuple[list[tuple[str, str, str, float]], dict[str, int]]:
+        """Each entity's facts valid at t, most confident first (then id), at most `per_entity` each, as
+        (fact id, entity, other end, confidence); and each entity's count of valid facts."""
+        out: list[tuple[str, str, str, float]] = []
+        degree: dict[str, int] = {}
+        for e in dict.fromkeys(entities):
+            found = np.asarray(self.touching.get(e, _NONE), dtype=np.int64)
+            found = found[self._valid(found, t)] if len(found) else found
+            degree[e] = len(found)
+            conf = self.confidence[found]
+            for neg, fid, i in sorted(zip((-conf).tolist(), (self.ids[i] for i in found.tolist()),
+                                          found.tolist()))[:per_entity]:
+                s, o = self.ends[i]
+                out.append((fid, e, o if s == e else s, -neg))
+        return out, degree
+
 
 class FactGraph(FactEdges):
     """Facts of one group by position; `version` and `epoch` say which of the store's changes it has seen.
