@@ -89,3 +89,11 @@ async def test_deleting_the_group_removes_every_mention_edge(store: GraphStore, 
     await store.delete_group(group)
     links = await store.entity_links(group, [g["rex"].id, g["ana"].id], as_of=T0 + timedelta(days=1), per_entity=10)
     assert (links.mentions, links.facts) == ((), ())
+
+
+async def test_erasing_a_users_groups_removes_their_mention_edges(
+        store: GraphStore, group: GroupId, other_group: GroupId) -> None:
+    g = await three_turns(store, group)
+    await store.delete_groups([group, other_group])
+    links = await store.entity_links(group, [g["rex"].id], as_of=T0 + timedelta(days=1), per_entity=10)
+    assert links.mentions == ()
