@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,6 +50,12 @@ async def add_mentions(store: SqliteStore, group: str, n: int) -> None:
                 await tx.link_episode_entity(group, ep.id, f.object_id)
 
 
+async def seconds(call: Awaitable[object]) -> float:
+    started = time.perf_counter()
+    await call
+    return time.perf_counter() - started
+
+
 async def measure(figures: dict[str, float], label: str, total: int, root: Path) -> None:
     store = SqliteStore(root / f"graph_{label}.sqlite3", vector_cache_mb=512)
     await store.open()
@@ -62,12 +69,8 @@ async def measure(figures: dict[str, float], label: str, total: int, root: Path)
                               recipes={n: replace(r, graph=mode) for n, r in RECIPES.items()})
         for q in queries[:20]:
             await engine.recall(RecallQuery(q, (group,), as_of=NOW))
-        lat = []
-        for q in queries:
-            t = time.perf_counter()
-            await engine.recall(RecallQuery(q, (group,), as_of=NOW, max_facts=10, max_episodes=3))
-            lat.append(time.perf_counter() - t)
-        s = summary_ms(lat)
+        s = summary_ms([await seconds(engine.recall(RecallQuery(q, (group,), as_of=NOW, max_facts=10,
+                                                                 max_episodes=3))) for q in queries])
         figures[f"recall_{label}_{mode}_p50_ms"] = s["p50_ms"]
         figures[f"recall_{label}_{mode}_p99_ms"] = s["p99_ms"]
         print(f"  {label} {mode}: p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms", flush=True)

@@ -40,10 +40,11 @@ CATS = [*CATEGORIES.values(), "overall"]
 
 def settings() -> list[dict[str, Any]]:
     """graph: off, then each mode at each weight; BENCH_GRAPH_EXTRA (a JSON object of graph keys, e.g.
-    '{"graph_inhibition": 0}') is applied to every mode's settings."""
+    '{"graph_inhibition": 0}') is applied to every mode's settings; BENCH_GRAPH_MODES (comma-separated) picks
+    the modes, BENCH_GRAPH_RESULTS names the result file of such a variant run."""
     extra = json.loads(os.environ.get("BENCH_GRAPH_EXTRA", "{}"))
     out: list[dict[str, Any]] = [{"graph": "off"}]
-    for mode in MODES:
+    for mode in os.environ.get("BENCH_GRAPH_MODES", ",".join(MODES)).split(","):
         out += [{"graph": mode, "graph_episode_weight": w, **extra} for w in (QUICK_WEIGHTS if quick() else WEIGHTS)]
     return out
 
@@ -86,7 +87,7 @@ async def main() -> None:
         context, base = tuned_baseline(tune, report, emb)
         rows[f"{tag}: fts5 + turns-around (before={context[0]:g}, after={context[1]:g}, tuned on {t})"] = base
         rows[f"{tag}: graph off"] = results[0][r]
-        for mode in MODES:
+        for mode in dict.fromkeys(s["graph"] for s in grid_[1:]):
             own = [i for i, s in enumerate(grid_) if s["graph"] == mode]
             best = max(own, key=lambda i: results[i][t]["overall"])
             rows[f"{tag}: {mode} ({label(grid_[best])}, tuned on {t})"] = results[best][r]

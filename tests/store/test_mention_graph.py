@@ -55,17 +55,14 @@ async def test_entity_links_gives_the_facts_touching_each_entity_with_their_othe
 
 async def test_entity_links_caps_each_entity_but_counts_all_its_links(store: GraphStore, group: GroupId) -> None:
     g = await three_turns(store, group)
-    rex, eps = g["rex"], g["eps"]
-    links = await store.entity_links(group, [rex.id], as_of=T0 + timedelta(days=1), per_entity=1)
-    assert links.mentions == ((rex.id, eps[2].id),)
-    assert links.mention_degree == {rex.id: 2}
+    links = await store.entity_links(group, [g["rex"].id], as_of=T0 + timedelta(days=1), per_entity=1)
+    assert (links.mentions, links.mention_degree) == (((g["rex"].id, g["eps"][2].id),), {g["rex"].id: 2})
 
 
 async def test_entity_links_leaves_out_episodes_said_after_as_of(store: GraphStore, group: GroupId) -> None:
     g = await three_turns(store, group)
-    rex, eps = g["rex"], g["eps"]
-    links = await store.entity_links(group, [rex.id], as_of=T0 + timedelta(minutes=2), per_entity=10)
-    assert links.mentions == ((rex.id, eps[0].id),)
+    links = await store.entity_links(group, [g["rex"].id], as_of=T0 + timedelta(minutes=2), per_entity=10)
+    assert links.mentions == ((g["rex"].id, g["eps"][0].id),)
 
 
 async def test_entity_links_never_reach_into_another_group(
