@@ -205,6 +205,25 @@ class RecallTuning(Section):
     forget_after_days: float | None = Field(default=None, gt=0, description="explicit forgetting: facts not observed "
                                             "this many days are not recalled (still stored); off unless set")
     retrieval_boost: float | None = Field(default=None, ge=0, le=1, description="weight of ln(1 + times recalled)")
+    graph: Literal["off", "bfs", "activation", "ppr"] | None = Field(
+        default=None, description="graph recall: turns and facts reached from the query's entities over the "
+        "mention and fact graph (off, bfs, activation: spreading activation, ppr: personalized PageRank)")
+    graph_episode_weight: float | None = Field(default=None, ge=0, description="weight of the turns graph recall "
+                                               "reaches (its facts take graph_weight)")
+    graph_hops: int | None = Field(default=None, ge=1, le=2, description="1: the query entities' own links; 2: also "
+                                   "those of the entities one fact away")
+    graph_per_entity: int | None = Field(default=None, ge=1, le=200, description="links read per entity")
+    graph_decay: float | None = Field(default=None, gt=0, le=1, description="activation kept per hop")
+    graph_inhibition: float | None = Field(default=None, ge=0, le=1, description="lateral inhibition among the "
+                                           "strongest nodes")
+    graph_threshold: float | None = Field(default=None, ge=0, lt=1, description="activation below this share of "
+                                          "the strongest is dropped")
+    graph_node_cap: int | None = Field(default=None, ge=1, le=500, description="entities carried to the second hop, "
+                                       "and turns and facts kept")
+    graph_ppr_alpha: float | None = Field(default=None, gt=0, lt=1, description="personalized PageRank: restart "
+                                          "probability per step")
+    graph_time_budget_ms: float | None = Field(default=None, ge=0, description="no second hop once the first has "
+                                               "taken this long")
 
 
 class MemorySettings(Section):

@@ -23,6 +23,7 @@ from mnemobus.engine.embed import Embedder
 from mnemobus.engine.extract import (
     UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
 )
+from mnemobus.engine.mentions import named_spans
 from mnemobus.engine.relations import canonical_extraction, one_value, symmetric
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.errors import InvalidMessage
@@ -186,6 +187,7 @@ def prefetch_for(prepared: Sequence[_Prepared]) -> Prefetch:
             vector = p.vectors.get(("entity", e.name))
             if name and vector is not None:
                 similar.setdefault((group, name), vector)
+        aliases.update((group, name) for name in named_spans(p.episode.content))
         chains.update((group, normalise_name(f.subject), f.relation) for f in p.extraction.facts)
         for e in p.extraction.endings:
             chains.update((group, normalise_name(e.subject), r) for r in (e.relation, *e.relations))
@@ -409,6 +411,9 @@ class Ingestor:
                 if normalise_name(alias):
                     await txn.observe_entity(episode.group_id, resolved.id, name=resolved.name,
                                              alias=normalise_name(alias), seen=episode.reference_time)
+        for name in named_spans(episode.content):  # names it says of entities already known (engine/mentions.py)
+            if name not in said and (known := await txn.entity_by_alias(episode.group_id, name)) is not None:
+                await txn.link_episode_entity(episode.group_id, episode.id, known.id)
         for f in extraction.facts:
             subject, obj = entities.get(f.subject), entities.get(f.object)
             if subject is None or obj is None or subject.id == obj.id:

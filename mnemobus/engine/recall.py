@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mnemobus.engine.embed import Embedder
+from mnemobus.engine.graph_recall import Activated, graph_rankings
 from mnemobus.engine.recipes import RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import fact_weight, forgotten, rrf
 from mnemobus.engine.text import query_terms
@@ -106,7 +107,12 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
         weights.append(recipe.vector_weight)
     seeds = rrf([ranked(m) for m in ("entities_text", "entities_vector") if m in found], recipe.rrf_k)
     seed_ids = sorted(seeds, key=lambda i: -seeds[i])[: recipe.seed_entities]
-    if seed_ids:
+    activated = Activated([], [])
+    if seed_ids and recipe.graph != "off":  # graph recall's facts take the walk's place (graph_recall.py)
+        activated = await graph_rankings(store, group, {e: seeds[e] for e in seed_ids}, as_of, recipe)
+        rankings.append(activated.facts)
+        weights.append(recipe.graph_weight)
+    elif seed_ids:
         steps = await store.walk(group, seed_ids, as_of=as_of, max_hops=recipe.max_hops, limit=n)
         # within a hop, facts the query itself ranked high come first: the walk's order follows the query
         direct = rrf(rankings, recipe.rrf_k, weights)
@@ -119,6 +125,9 @@ async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vec
                    for m in ("episodes_text", "episodes_vector") if m in found]
     ep_weights = [recipe.text_weight if m == "episodes_text" else recipe.vector_weight
                   for m in ("episodes_text", "episodes_vector") if m in found]
+    if activated.episodes and em:
+        ep_rankings.append(activated.episodes)
+        ep_weights.append(recipe.graph_episode_weight)
     fused_ep = rrf(ep_rankings, recipe.rrf_k, ep_weights) if em else {}
     best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
 

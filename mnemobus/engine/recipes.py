@@ -42,6 +42,21 @@ class Recipe:
     # 0.10-0.15 from every short name, so a small group's search listed all its entities
     min_entity_similarity: float = 0.2
 
+    # graph recall (engine/graph_recall.py): turns and facts reached from the query's entities over the mention
+    # and fact graph, one more ranking in the fusion; README, Recall quality, says what each mode gave
+    graph: str = "off"  # off | bfs | activation | ppr
+    graph_episode_weight: float = 0.5  # weight of the ranking of turns it reaches (its facts take graph_weight)
+    graph_hops: int = 2  # 1: the seeds' own turns and facts; 2: also those of the entities one fact away
+    graph_per_entity: int = 20  # links read per entity (newest turns, most confident facts)
+    graph_decay: float = 0.5  # activation kept per hop
+    # lateral inhibition: share of the gap to each stronger top node subtracted (0: none). With 0.1 a turn one
+    # mention from a weak seed fell out whenever one turn held most of the activation (tests/api/test_graph_recall.py)
+    graph_inhibition: float = 0.0
+    graph_threshold: float = 0.05  # activation below this share of the strongest is dropped
+    graph_node_cap: int = 50  # entities carried to the second hop, and turns and facts kept
+    graph_ppr_alpha: float = 0.5  # personalized PageRank: probability of restarting at the seeds per step
+    graph_time_budget_ms: float = 20.0  # no second hop once the first has taken this long
+
 
 #: the recipe a recall uses when it names none (RecallQuery.recipe's default)
 DEFAULT_RECIPE = "hybrid"

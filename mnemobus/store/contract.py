@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -115,6 +115,18 @@ class Prefetch:
         """Every group named, sorted."""
         return sorted({g for g, _ in self.episodes} | {g for g, _ in self.aliases} | {c[0] for c in self.chains}
                       | {s[0] for s in self.similar})
+
+
+@dataclass(frozen=True, slots=True)
+class EntityLinks:
+    """What graph recall spreads over from some entities: the episodes that mention each (newest first) and the
+    facts valid at a time that touch each (most confident first), each capped per entity, with each entity's
+    full count of both, so a hub ("User", a speaker named in every turn) lends each neighbour only a share."""
+
+    mentions: tuple[tuple[str, str], ...] = ()  # (entity id, episode id)
+    facts: tuple[tuple[str, str, str, float], ...] = ()  # (fact id, entity id, the fact's other end, confidence)
+    mention_degree: dict[str, int] = field(default_factory=dict)
+    fact_degree: dict[str, int] = field(default_factory=dict)
 
 
 class WriteTxn(Protocol):
@@ -303,6 +315,11 @@ class GraphStore(Protocol):
         candidates than it shows, so full rows are read for the chosen few
         (`neighbourhood` below reads them for every step).
         """
+
+    async def entity_links(self, group_id: GroupId, entity_ids: Sequence[str], *, as_of: datetime,
+                           per_entity: int) -> EntityLinks:
+        """The mention graph and the fact graph around the entities, in one read (one round trip): see
+        EntityLinks. Entities of other groups, and episodes said after as_of, are not linked."""
 
     # -- fetches ---------------------------------------------------------------
 

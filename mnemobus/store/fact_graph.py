@@ -13,6 +13,7 @@ is one comparison: valid_at <= t < invalid_at.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections import OrderedDict
@@ -144,6 +145,28 @@ class FactEdges:
                         nxt.append(e)
             frontier = nxt
         return out
+
+    def around(self, entities: Sequence[str], t: float, per_entity: int,
+               ) -> tuple[list[tuple[str, str, str, float]], dict[str, int]]:
+        """Each entity's facts valid at t, most confident first (then id), at most `per_entity` each, as
+        (fact id, entity, other end, confidence); and each entity's count of valid facts. One validity check for
+        all the entities' facts: per entity, numpy's call overhead was most of the time (50 seeds: 13 ms)."""
+        wanted = list(dict.fromkeys(entities))
+        lists = [self.touching.get(e, _NONE) for e in wanted]
+        every = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=sum(map(len, lists)))
+        valid = self._valid(every, t).tolist() if len(every) else []
+        confidence = self.confidence[every].tolist() if len(every) else []
+        out: list[tuple[str, str, str, float]] = []
+        degree: dict[str, int] = {}
+        at = 0
+        for e, positions in zip(wanted, lists, strict=True):
+            held = [(-confidence[at + k], self.ids[i], i) for k, i in enumerate(positions) if valid[at + k]]
+            at += len(positions)
+            degree[e] = len(held)
+            for neg, fid, i in sorted(held)[:per_entity]:
+                s, o = self.ends[i]
+                out.append((fid, e, o if s == e else s, -neg))
+        return out, degree
 
 
 class FactGraph(FactEdges):

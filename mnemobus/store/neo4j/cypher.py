@@ -273,3 +273,16 @@ EPISODE_CONTEXT = (
 
 
 NODE_SEARCH = {"entity": _node_search("entity", "Entity"), "episode": _node_search("episode", "Episode")}
+
+# graph recall (GraphStore.entity_links): per entity, the newest episodes that mention it and the most confident
+# facts valid at $as_of that touch it, at most $k each, with the full count beside
+ENTITY_MENTIONS = (
+    "UNWIND $ids AS eid MATCH (:Entity {id: eid, group_id: $g})<-[:MENTIONS]-(ep:Episode {group_id: $g}) "
+    "WHERE ep.reference_time <= $as_of WITH eid, ep ORDER BY ep.reference_time DESC, ep.id "
+    "WITH eid, collect(ep.id) AS eps RETURN eid AS e, eps[..$k] AS eps, size(eps) AS n"
+)
+ENTITY_FACTS = (
+    "UNWIND $ids AS eid MATCH (a:Entity {id: eid, group_id: $g})-[r:FACT {group_id: $g}]-(b:Entity) "
+    f"WHERE {VALID_AT} WITH eid, r, b ORDER BY r.confidence DESC, r.id "
+    "WITH eid, collect([r.id, b.id, r.confidence]) AS fs RETURN eid AS e, fs[..$k] AS fs, size(fs) AS n"
+)

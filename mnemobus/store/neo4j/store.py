@@ -22,10 +22,10 @@ from neo4j import exceptions as nx
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector, side_by_side
+from mnemobus.store.contract import DeleteCounts, EntityLinks, Hit, Prefetch, Step, Vector, side_by_side
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
 from mnemobus.store.neo4j.coalesce import LANE_ANN, CoalescedReads
-from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, EPISODE_CONTEXT, FACT_RETURN, NEW_EPOCH,
+from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, ENTITY_FACTS, ENTITY_MENTIONS, EPISODE_CONTEXT, FACT_RETURN, NEW_EPOCH,
                                          NODE_ENTITY_MAP, NODE_EPISODE_MAP, NODE_SEARCH, RECENT_GROUPS,
                                          RESET_RETRIEVALS, SCHEMA, TRANSIENT, VALID_AT, VERSION_OF, VERSION_QUERY,
                                          NodeSearch)
@@ -837,6 +837,28 @@ class Neo4jStore(CoalescedReads):
             return found
         params = {"g": group_id, "v": as_float_list(vector), "k": int(limit)}
         return await self._vector_search(q.kind, q.exact, q.ann, params, q.count, q.total)
+
+    async def entity_links(self, group_id: GroupId, entity_ids: Sequence[str], *, as_of: datetime,
+                           per_entity: int) -> EntityLinks:
+        """Mentions from the server; facts from the group's mirror when held (as `walk`), else the server, in
+        the same round trip."""
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids or per_entity <= 0:
+            return EntityLinks()
+        mirror = await self._mirror(group_id, confirm=False)
+        at = utc_or_none(as_of)
+        reads = [self._shared_read(ENTITY_MENTIONS, ("e", "eps", "n"), ids=ids, g=group_id, as_of=at, k=per_entity)]
+        if mirror is None:
+            reads.append(self._shared_read(ENTITY_FACTS, ("e", "fs", "n"), ids=ids, g=group_id, as_of=at,
+                                           k=per_entity))
+        found = await asyncio.gather(*reads)
+        if mirror is not None:
+            facts, fact_degree = mirror.facts.around(ids, epoch_us(as_of), per_entity)
+        else:
+            facts = [(f[0], r["e"], f[1], float(f[2])) for r in found[1] for f in r["fs"]]
+            fact_degree = {r["e"]: int(r["n"]) for r in found[1]}
+        return EntityLinks(mentions=tuple((r["e"], ep) for r in found[0] for ep in r["eps"]), facts=tuple(facts),
+                           mention_degree={r["e"]: int(r["n"]) for r in found[0]}, fact_degree=fact_degree)
 
     async def walk(
         self,

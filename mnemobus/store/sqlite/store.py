@@ -28,7 +28,7 @@ import numpy as np
 
 from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
-from mnemobus.store.contract import (DeleteCounts, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn,
+from mnemobus.store.contract import (DeleteCounts, EntityLinks, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn,
                                      in_turn)
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
@@ -45,6 +45,17 @@ from mnemobus.store.sqlite.writes import SqliteTxn, delete_episode_rows, drop_fa
 
 T = TypeVar("T")
 P = TypeVar("P")
+
+# the episodes that mention each entity (graph recall), newest first, each entity's count beside: one read for all
+# the seeds, through episode_entities' entity index; the group is checked on the episode row (`+`: never the index)
+MENTIONS = """
+SELECT entity_id, episode_id, n FROM (
+  SELECT ee.entity_id, ee.episode_id, count(*) OVER (PARTITION BY ee.entity_id) AS n,
+         row_number() OVER (PARTITION BY ee.entity_id ORDER BY ep.reference_time DESC, ep.id) AS rn
+  FROM episode_entities ee JOIN episodes ep ON ep.id = ee.episode_id
+  WHERE ee.entity_id IN ({marks}) AND +ep.group_id = ? AND ep.reference_time <= ?)
+WHERE rn <= ?"""
+
 log = logging.getLogger(__name__)
 
 # the turns said just before (-1) and just after (1) an anchor in its channel, nearest first: a range of
@@ -695,6 +706,23 @@ class SqliteStore:
             graph = self._graph(c, group_id)
             with graph.lock:
                 return [Step(*step) for step in graph.walk(entity_ids, t, max_hops, relations, edge_types, limit)]
+
+        return await self._read(q)
+
+    async def entity_links(self, group_id: GroupId, entity_ids: Sequence[str], *, as_of: datetime,
+                           per_entity: int) -> EntityLinks:
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids or per_entity <= 0:
+            return EntityLinks()
+        t = to_seconds(as_of)
+
+        def q(c: sqlite3.Connection) -> EntityLinks:
+            rows = c.execute(MENTIONS.format(marks=",".join("?" * len(ids))), (*ids, group_id, t, per_entity)).fetchall()
+            graph = self._graph(c, group_id)
+            with graph.lock:
+                facts, fact_degree = graph.around(ids, t, per_entity)
+            return EntityLinks(mentions=tuple((e, ep) for e, ep, _ in rows), facts=tuple(facts),
+                               mention_degree={e: n for e, _, n in rows}, fact_degree=fact_degree)
 
         return await self._read(q)
 
