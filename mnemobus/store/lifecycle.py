@@ -68,6 +68,13 @@ class Promoted:
     session: str | None = None
 
 
+def in_sessions(found: Sequence[Promoted], sessions: Sequence[str | None] | None) -> list[Promoted]:
+    """The memories a conversation sees: every one not scoped to a session, and those of its own sessions."""
+    if sessions is None:
+        return list(found)
+    return [m for m in found if m.scope != "session" or m.session in sessions]
+
+
 @runtime_checkable
 class Lifecycle(Protocol):
     async def evict(self, group_id: GroupId, policy: RetentionPolicy, *, now: datetime,
@@ -83,10 +90,12 @@ class Lifecycle(Protocol):
     async def evicted_so_far(self, group_id: GroupId) -> Eviction:
         """The group's eviction totals and its cutoff (all zero, None before its first eviction)."""
 
-    async def decay_retrievals(self, group_id: GroupId, factor: float, *, min_confidence: float,
-                               observed_before: datetime) -> int:
-        """Retrieval counts times `factor` (rounded down), and the confidence of facts last observed before
-        `observed_before` times `factor`, never below `min_confidence`; the facts changed."""
+    async def decay_retrievals(self, group_id: GroupId, factor: float, *, min_confidence: float, now: datetime,
+                               every: timedelta) -> int | None:
+        """Once per `every` a group: retrieval counts times `factor` (rounded down), and the confidence of facts last
+        observed more than `every` before `now` times `factor`, never below `min_confidence`; the facts changed.
+        None (nothing done) when the group already decayed less than `every` before `now`: several workers run
+        the same schedule, and a group must fade at one rate however many there are."""
 
     async def add_promoted(self, memory: Promoted) -> None:
         """Store a promoted memory (a second add of one id is a no-op)."""

@@ -99,24 +99,35 @@ async def test_evicted_so_far_adds_up_per_group(store: GraphStore, group: GroupI
     assert (await store.evicted_so_far(other_group)).empty  # type: ignore[attr-defined]
 
 
+DAY = timedelta(days=1)
+
+
 async def test_decay_shrinks_retrieval_counts_and_stale_confidence_down_to_the_floor(store: GraphStore,
                                                                                        group: GroupId) -> None:
     g = await _chain(store, group)
     lives = g["lives"].id  # type: ignore[attr-defined]
     for _ in range(10):
         await store.mark_retrieved(group, [lives])
-    changed = await store.decay_retrievals(group, 0.5, min_confidence=0.3, observed_before=NOW)  # type: ignore[attr-defined]
+    changed = await store.decay_retrievals(group, 0.5, min_confidence=0.3, now=NOW, every=DAY)  # type: ignore[attr-defined]
     assert changed == 3
     (f,) = await store.get_facts(group, [lives])
     assert f.retrieval_count == 5 and abs(f.confidence - 0.45) < 1e-9
-    await store.decay_retrievals(group, 0.5, min_confidence=0.3, observed_before=NOW)  # type: ignore[attr-defined]
+    await store.decay_retrievals(group, 0.5, min_confidence=0.3, now=NOW + DAY, every=DAY)  # type: ignore[attr-defined]
     (f,) = await store.get_facts(group, [lives])
     assert f.retrieval_count == 2 and abs(f.confidence - 0.3) < 1e-9
 
 
+async def test_a_group_decays_once_per_interval_however_often_asked(store: GraphStore, group: GroupId) -> None:
+    g = await _chain(store, group)
+    assert await store.decay_retrievals(group, 0.5, min_confidence=0.1, now=NOW, every=DAY) == 3  # type: ignore[attr-defined]
+    assert await store.decay_retrievals(group, 0.5, min_confidence=0.1, now=NOW + DAY / 2, every=DAY) is None  # type: ignore[attr-defined]
+    (f,) = await store.get_facts(group, [g["lives"].id])  # type: ignore[attr-defined]
+    assert abs(f.confidence - 0.45) < 1e-9
+
+
 async def test_decay_leaves_the_confidence_of_recently_observed_facts(store: GraphStore, group: GroupId) -> None:
     g = await _chain(store, group)
-    await store.decay_retrievals(group, 0.5, min_confidence=0.1, observed_before=T0)  # type: ignore[attr-defined]
+    await store.decay_retrievals(group, 0.5, min_confidence=0.1, now=T0 + DAY * 10, every=DAY * 30)  # type: ignore[attr-defined]
     (f,) = await store.get_facts(group, [g["lives"].id])  # type: ignore[attr-defined]
     assert f.confidence == 0.9
 
@@ -145,7 +156,7 @@ async def test_promoted_memories_outlast_eviction_and_decay(store: GraphStore, g
     await _chain(store, group)
     await store.add_promoted(_memory(group, "p1"))  # type: ignore[attr-defined]
     await store.evict(group, RetentionPolicy(ended_days=0, orphan_days=0, entity_cap=0), now=NOW)  # type: ignore[attr-defined]
-    await store.decay_retrievals(group, 0.1, min_confidence=0.0, observed_before=NOW)  # type: ignore[attr-defined]
+    await store.decay_retrievals(group, 0.1, min_confidence=0.0, now=NOW, every=DAY)  # type: ignore[attr-defined]
     assert await store.count_facts(group) == 0
     assert await store.promoted(group) == [_memory(group, "p1")]  # type: ignore[attr-defined]
 

@@ -40,13 +40,14 @@ from mnemobus.store.neo4j.tuning import (ANN_MAX, ANN_OVERSAMPLE, DELETE_BATCH, 
                                          OWN_WRITE_WAIT_S, RETRIEVAL_BACKLOG, RETRIEVAL_FLUSH_S,
                                          RETRIEVAL_WRITE_TIMEOUT_S, SHARE_TTL_S)
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
+from mnemobus.store.neo4j.lifecycle import DELETE_GROUP_LIFECYCLE, Neo4jLifecycle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 P = TypeVar("P")
 
 
-class Neo4jStore(CoalescedReads):
+class Neo4jStore(Neo4jLifecycle, CoalescedReads):
     """GraphStore on Neo4j 5.18+ (5.26 LTS tested), over the async driver."""
 
     name = "neo4j"
@@ -551,6 +552,8 @@ class Neo4jStore(CoalescedReads):
             ep = (await run_rows(tx, "MATCH (n:Episode {group_id: $g}) WITH n LIMIT $n DETACH DELETE n RETURN count(n) AS c", p))[0]["c"]
             if ep < DELETE_BATCH:
                 await run_rows(tx, "MATCH (gv:GroupVersion {group_id: $g}) DELETE gv", p)
+                for q in DELETE_GROUP_LIFECYCLE:
+                    await run_rows(tx, q, p)
             return f, e, ep, ep < DELETE_BATCH
 
         facts = entities = episodes = 0
@@ -1137,9 +1140,10 @@ class Neo4jStore(CoalescedReads):
         )
 
     async def group_ids(self) -> list[GroupId]:
-        """Every group that has an episode or an entity."""
+        """Every group that has an episode, an entity or a promoted memory."""
         rows = await self._read_rows(
-            "CALL { MATCH (n:Episode) RETURN DISTINCT n.group_id AS g UNION MATCH (n:Entity) RETURN DISTINCT n.group_id AS g } "
+            "CALL { MATCH (n:Episode) RETURN DISTINCT n.group_id AS g UNION MATCH (n:Entity) RETURN DISTINCT n.group_id AS g "
+            "UNION MATCH (n:Promoted) RETURN DISTINCT n.group_id AS g } "
             "RETURN g ORDER BY g"
         )
         return [GroupId(r["g"]) for r in rows]

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
 from mnemobus.groups import GroupId
 from mnemobus.store.fact_graph import utc_from_seconds
-from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy
+from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, in_sessions
 from mnemobus.store.sqlite.rows import to_seconds
 from mnemobus.store.sqlite.tx import immediate
 
@@ -26,7 +26,7 @@ T = TypeVar("T")
 LIFECYCLE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS evictions(
   group_id TEXT PRIMARY KEY, facts INTEGER NOT NULL DEFAULT 0, entities INTEGER NOT NULL DEFAULT 0,
-  cutoff REAL) WITHOUT ROWID;
+  cutoff REAL, decayed_at REAL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS promoted(
   id TEXT PRIMARY KEY, group_id TEXT NOT NULL, kind TEXT NOT NULL, scope TEXT NOT NULL, text TEXT NOT NULL,
   author TEXT NOT NULL, created_at REAL NOT NULL, session TEXT);
@@ -172,18 +172,27 @@ class SqliteLifecycle:
 
         return await self._read(q)
 
-    async def decay_retrievals(self, group_id: GroupId, factor: float, *, min_confidence: float,
-                               observed_before: datetime) -> int:
-        def w(c: sqlite3.Connection) -> int:
+    async def decay_retrievals(self, group_id: GroupId, factor: float, *, min_confidence: float, now: datetime,
+                               every: timedelta) -> int | None:
+        due = to_seconds(now - every)
+
+        def w(c: sqlite3.Connection) -> int | None:
+            last = c.execute("SELECT decayed_at FROM evictions WHERE group_id = ?", (group_id,)).fetchone()
+            if last is not None and last[0] is not None and last[0] > due:
+                return None  # another worker (or an earlier pass) did this interval's decay
             self._flush_retrievals_in(c)  # counts still held in memory decay with the rest
             stale = "coalesce(last_seen, valid_at, created_at) < :before"
-            return c.execute(
+            changed = c.execute(
                 f"UPDATE facts SET retrieval_count = CAST(retrieval_count * :f AS INTEGER),"
                 f" confidence = CASE WHEN {stale} THEN min(confidence, max(:floor, confidence * :f))"
                 f" ELSE confidence END"
                 f" WHERE group_id = :g AND (retrieval_count > 0 OR ({stale} AND confidence > :floor))",
-                {"g": group_id, "f": factor, "floor": min_confidence, "before": to_seconds(observed_before)},
+                {"g": group_id, "f": factor, "floor": min_confidence, "before": due},
             ).rowcount
+            c.execute("INSERT INTO evictions(group_id, decayed_at) VALUES (?, ?)"
+                      " ON CONFLICT(group_id) DO UPDATE SET decayed_at = excluded.decayed_at",
+                      (group_id, to_seconds(now)))
+            return changed
 
         return await self._write_lifecycle(w)
 
@@ -198,10 +207,7 @@ class SqliteLifecycle:
         def q(c: sqlite3.Connection) -> list[Promoted]:
             rows = c.execute("SELECT id, group_id, kind, scope, text, author, created_at, session FROM promoted"
                              " WHERE group_id = ? ORDER BY created_at, id", (group_id,)).fetchall()
-            found = [_promoted_of(r) for r in rows]
-            if sessions is None:
-                return found
-            return [m for m in found if m.scope != "session" or m.session in sessions]
+            return in_sessions([_promoted_of(r) for r in rows], sessions)
 
         return await self._read(q)
 
