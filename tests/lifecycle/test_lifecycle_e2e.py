@@ -32,7 +32,8 @@ async def tell(system: System, group: str, *said: tuple[str, str]) -> None:
     r = await system.http.post("/messages", headers=system.auth, json={"group_id": group, "messages": [
         {"role_type": "user", "role": "tester", "content": c, "timestamp": t} for c, t in said]})
     assert r.status_code == 202, r.text
-    assert await wait_for(lambda: system.store.count_episodes(group), before + len(said)) == before + len(said)
+    # a Neo4j just started on a busy machine takes its first writes slowly
+    assert await wait_for(lambda: system.store.count_episodes(group), before + len(said), timeout=60) == before + len(said)
 
 
 async def until(check: Callable[[], Awaitable[Any]], timeout: float = 15) -> Any:
