@@ -11,7 +11,7 @@ Both backends implement `Lifecycle` and are held to it by `tests/store/test_life
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, runtime_checkable
@@ -51,6 +51,33 @@ class Eviction:
     @property
     def empty(self) -> bool:
         return not self.facts and not self.entities
+
+
+#: ended facts evicted per transaction before the rest of a policy runs: a group's whole backlog in one
+#: transaction held the writer for seconds (10k facts: 2.3 s on SQLite, load 18) and, on Neo4j, can exceed the
+#: server's transaction memory
+EVICT_CHUNK = 2000
+
+
+def added(a: Eviction, b: Eviction) -> Eviction:
+    """Two evictions of one group as one: counts summed, the later cutoff."""
+    cutoffs = [c for c in (a.cutoff, b.cutoff) if c is not None]
+    return Eviction(facts=a.facts + b.facts, entities=a.entities + b.entities, cutoff=max(cutoffs, default=None))
+
+
+async def evict_in_chunks(run: Callable[[RetentionPolicy, int | None], Awaitable[Eviction]],
+                          policy: RetentionPolicy) -> Eviction:
+    """A real eviction as transactions a writer can wait between: the ended facts `EVICT_CHUNK` at a time (rule 1
+    alone), then the whole policy once, which finds what is left. `run(policy, limit)` is one transaction."""
+    total = Eviction()
+    if policy.ended_days is not None:
+        ended_only = RetentionPolicy(ended_days=policy.ended_days)
+        while True:
+            part = await run(ended_only, EVICT_CHUNK)
+            total = added(total, part)
+            if part.facts < EVICT_CHUNK:
+                break
+    return added(total, await run(policy, None))
 
 
 @dataclass(frozen=True, slots=True)

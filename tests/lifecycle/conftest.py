@@ -46,7 +46,9 @@ def users_file(tmp_path: Path) -> Path:
 def settings(settings: Settings, backend: str, request: pytest.FixtureRequest) -> Settings:
     """The suite's settings on the test's store, scheduled upkeep off unless a test turns it on."""
     update: dict[str, Any] = {"retention": settings.retention.model_copy(update={"scheduled": False}),
-                              "decay": settings.decay.model_copy(update={"scheduled": False})}
+                              "decay": settings.decay.model_copy(update={"scheduled": False}),
+                              # what reaches the agent is under test, not recall's speed on a busy machine
+                              "memory": settings.memory.model_copy(update={"recall_deadline_ms": 15_000})}
     if backend == "neo4j":
         update["store"] = settings.store.model_copy(update={
             "backend": "neo4j", "neo4j": settings.store.neo4j.model_copy(
@@ -61,6 +63,13 @@ async def _empty(store: Any) -> None:
 
 
 class System(Api):
+    async def nats(self, endpoint: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+        """As `Api.nats`, with room for a Neo4j started on a busy machine (its first reads load the group)."""
+        msg = await self.rt.bus.request(subjects.api(endpoint), json.dumps(body or {}).encode(), 30,
+                                        headers=self.auth if headers is None else headers)
+        return (json.loads(msg.data) if msg.data else {}), dict(msg.headers or {})
+
     async def ask_agent(self, content: str, *, user: str = "111") -> tuple[dict[str, Any], str]:
         """A chat request through the plugin: (the reply, the content the executor received)."""
         seen: list[dict[str, Any]] = []
@@ -69,7 +78,7 @@ class System(Api):
             seen.append(json.loads(msg.data))
 
         sub = await self.rt.bus.nc.subscribe(subjects.skill_execute("echo"), cb=spy)
-        msg = await self.rt.bus.request(subjects.SKILL_REQUEST, command(content, user=user).to_wire(), 10)
+        msg = await self.rt.bus.request(subjects.SKILL_REQUEST, command(content, user=user).to_wire(), 30)
         await self.rt.bus.flush()
         await sub.unsubscribe()
         return json.loads(msg.data), seen[0]["payload"]["content"]
@@ -77,7 +86,7 @@ class System(Api):
     async def command(self, content: str, *, user: str = "111", key: str | None = None) -> dict[str, Any]:
         """A /memory command from `user`'s chat identity to memory.api.command, with `key` (josh's unless given)."""
         headers = {"Authorization": f"Bearer {key}"} if key else self.auth
-        msg = await self.rt.bus.request(subjects.api("command"), command(content, user=user).to_wire(), 10,
+        msg = await self.rt.bus.request(subjects.api("command"), command(content, user=user).to_wire(), 30,
                                         headers=headers)
         return json.loads(msg.data)  # type: ignore[no-any-return]
 

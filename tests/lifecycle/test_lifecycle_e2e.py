@@ -3,6 +3,7 @@ dry), what a history query says after it, decay and re-observation, and promoted
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemobus.config import DecaySettings, Settings
+from pydantic import SecretStr
+
+from mnemobus.config import ApiSettings, DecaySettings, Settings
 from mnemobus.engine.retention import decay_groups
 from tests.api.conftest import ANA_KEY, SHARED_KEY, wait_for
 from tests.lifecycle.conftest import System, running
@@ -203,3 +206,39 @@ async def test_promoted_memories_are_listed_and_deletable(system: System) -> Non
     assert (await system.command("/memory show --promoted"))["items"] == []
     again = await system.http.delete(f"/promoted/{JOSH}/{memory['uuid']}", headers=system.auth)
     assert again.status_code == 404
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_cli_memory_promote_and_show_promoted_go_through_the_running_service(
+        system: System, capsys: pytest.CaptureFixture[str]) -> None:
+    from mnemobus.cli import memory as memory_cli
+
+    def run(*argv: str) -> Any:
+        args = memory_cli.standalone_parser().parse_args(["memory", *argv, "--user", "josh"])
+        operator = system.rt.settings.model_copy(update={"api": ApiSettings(api_key=SecretStr(system.key or ""))})
+        return anyio.to_thread.run_sync(args.handler, operator, args)
+
+    assert await run("promote", "--kind", "procedure", "Run", "the", "migrations", "first") == 0
+    assert await run("show", "--promoted") == 0
+    assert "procedure: Run the migrations first" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_cli_graph_evict_dry_run_removes_nothing_and_a_real_run_does(
+        system: System, capsys: pytest.CaptureFixture[str]) -> None:
+    from mnemobus.cli.graph import mnemobus_commands
+
+    await moved_to_bergen(system)
+    parser = argparse.ArgumentParser(prog="mnemobus")
+    mnemobus_commands(parser.add_subparsers(dest="command", required=True))
+
+    def run(*argv: str) -> Any:
+        args = parser.parse_args(["graph", "evict", "--group", JOSH, *argv])
+        return anyio.to_thread.run_sync(args.handler, system.rt.settings, args)
+
+    assert await run("--dry-run") == 0
+    assert f"{JOSH}: would remove 1 fact(s)" in capsys.readouterr().out
+    assert len((await history(system))["facts"]) == 2
+    assert await run() == 0
+    assert f"{JOSH}: removed 1 fact(s)" in capsys.readouterr().out
+    assert len((await history(system))["facts"]) == 1

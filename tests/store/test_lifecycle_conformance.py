@@ -178,3 +178,15 @@ async def test_deleting_a_group_takes_its_promoted_memories_and_eviction_totals(
     await store.delete_group(group)
     assert await store.promoted(group) == []  # type: ignore[attr-defined]
     assert (await store.evicted_so_far(group)).empty  # type: ignore[attr-defined]
+
+
+async def test_a_backlog_of_ended_facts_goes_in_chunks_and_adds_up_as_one_eviction(
+        store: GraphStore, group: GroupId, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mnemobus.store.lifecycle as lifecycle
+
+    monkeypatch.setattr(lifecycle, "EVICT_CHUNK", 1)  # one transaction per ended fact
+    await _chain(store, group)
+    done = await store.evict(group, RetentionPolicy(ended_days=365, orphan_days=30), now=NOW)  # type: ignore[attr-defined]
+    assert (done.facts, done.entities, done.cutoff) == (2, 2, T0 + timedelta(days=20))
+    so_far = await store.evicted_so_far(group)  # type: ignore[attr-defined]
+    assert (so_far.facts, so_far.entities, so_far.cutoff) == (2, 2, T0 + timedelta(days=20))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from neo4j import AsyncManagedTransaction
 
 from mnemobus.groups import GroupId
-from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, in_sessions
+from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, evict_in_chunks, in_sessions
 from mnemobus.store.neo4j.cypher import NEW_EPOCH
 from mnemobus.store.neo4j.overlay import EPOCH, as_datetime
 from mnemobus.store.neo4j.rows import run_rows, utc_or_none
@@ -25,7 +25,7 @@ T = TypeVar("T")
 _SEEN = "coalesce(e.last_seen, e.first_seen, $epoch)"
 _ACTIVE = "(r.invalid_at IS NULL OR r.invalid_at > $now)"
 ENDED = ("MATCH ()-[r:FACT {group_id: $g}]->() WHERE r.invalid_at IS NOT NULL AND r.invalid_at < $before "
-         "RETURN r.id AS id, r.invalid_at AS ended")
+         "RETURN r.id AS id, r.invalid_at AS ended LIMIT $n")
 ORPHANS = (f"MATCH (e:Entity {{group_id: $g}}) WHERE {_SEEN} < $before "
            f"AND NOT EXISTS {{ MATCH (e)-[r:FACT]-() WHERE {_ACTIVE} }} RETURN e.id AS id")
 NAMING = ("UNWIND $ids AS eid MATCH (e:Entity {id: eid, group_id: $g})-[r:FACT]-() "
@@ -69,9 +69,12 @@ async def _ids(tx: AsyncManagedTransaction, query: str, p: dict[str, Any]) -> di
     return {r["id"]: r.get("ended") for r in await run_rows(tx, query, p)}
 
 
-async def evict_in(tx: AsyncManagedTransaction, group_id: str, policy: RetentionPolicy, now: datetime) -> Eviction:
-    """The three rules of `Lifecycle.evict` inside the caller's transaction; the totals node updated."""
-    p: dict[str, Any] = {"g": group_id, "now": utc_or_none(now), "epoch": EPOCH}
+async def evict_in(tx: AsyncManagedTransaction, group_id: str, policy: RetentionPolicy, now: datetime,
+                   limit: int | None = None) -> Eviction:
+    """The three rules of `Lifecycle.evict` inside the caller's transaction (at most `limit` ended facts by
+    rule 1); the totals node updated."""
+    p: dict[str, Any] = {"g": group_id, "now": utc_or_none(now), "epoch": EPOCH, "n": limit if limit is not None
+                         else 2**62}
     doomed: dict[str, datetime] = {}  # fact id -> what it takes from the past: its end, or now when it still held
     entities: list[str] = []
     if (ended := policy.ended_before(now)) is not None:
@@ -115,17 +118,20 @@ class Neo4jLifecycle:
 
     async def evict(self, group_id: GroupId, policy: RetentionPolicy, *, now: datetime,
                     dry_run: bool = False) -> Eviction:
-        async def work(tx: AsyncManagedTransaction) -> Eviction:
-            found = await evict_in(tx, group_id, policy, now)
-            if dry_run:
-                raise _DryRun(found)
-            return found
+        async def run(rules: RetentionPolicy, limit: int | None) -> Eviction:
+            async def work(tx: AsyncManagedTransaction) -> Eviction:
+                found = await evict_in(tx, group_id, rules, now, limit)
+                if dry_run:
+                    raise _DryRun(found)
+                return found
 
-        try:
-            found = await self._write(work)
-        except _DryRun as dry:
-            return dry.found
-        if not found.empty:
+            try:
+                return await self._write(work)
+            except _DryRun as dry:
+                return dry.found
+
+        found = await run(policy, None) if dry_run else await evict_in_chunks(run, policy)
+        if not found.empty and not dry_run:
             self._mark_written([group_id])
         return found
 

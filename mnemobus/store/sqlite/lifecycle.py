@@ -17,7 +17,7 @@ import anyio
 
 from mnemobus.groups import GroupId
 from mnemobus.store.fact_graph import utc_from_seconds
-from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, in_sessions
+from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, evict_in_chunks, in_sessions
 from mnemobus.store.sqlite.rows import to_seconds
 from mnemobus.store.sqlite.tx import immediate
 
@@ -73,15 +73,17 @@ def _facts_naming(c: sqlite3.Connection, group_id: str, entity_ids: Sequence[str
     return list(out.items())
 
 
-def evict_rows(c: sqlite3.Connection, group_id: str, policy: RetentionPolicy, now: datetime) -> Eviction:
-    """The three rules of `Lifecycle.evict` inside the caller's transaction; the totals row updated."""
+def evict_rows(c: sqlite3.Connection, group_id: str, policy: RetentionPolicy, now: datetime,
+               limit: int | None = None) -> Eviction:
+    """The three rules of `Lifecycle.evict` inside the caller's transaction (at most `limit` ended facts by
+    rule 1); the totals row updated."""
     now_s = to_seconds(now)
     p: dict[str, Any] = {"g": group_id, "now": now_s}
     doomed: dict[str, float] = {}  # fact id -> what it takes from the past: its end, or now when it still held
     entities: list[str] = []
     if (ended := policy.ended_before(now)) is not None:
         doomed.update(c.execute("SELECT id, invalid_at FROM facts WHERE group_id = :g AND invalid_at IS NOT NULL"
-                                " AND invalid_at < :before", {**p, "before": to_seconds(ended)}).fetchall())
+                                " AND invalid_at < :before LIMIT :n", {**p, "before": to_seconds(ended), "n": -1 if limit is None else limit}).fetchall())
     if (unseen := policy.unseen_before(now)) is not None:
         orphans = [eid for (eid,) in c.execute(
             "SELECT e.id FROM entities e WHERE e.group_id = :g AND coalesce(e.last_seen, e.first_seen, 0) < :before"
@@ -145,11 +147,11 @@ class SqliteLifecycle:
                     dry_run: bool = False) -> Eviction:
         """A dry run is the real transaction rolled back: its counts are what a real run removes."""
 
-        def _evict_once() -> Eviction:
+        def once(rules: RetentionPolicy, limit: int | None) -> Eviction:
             c = self._writer_conn()
             c.execute("BEGIN IMMEDIATE")
             try:
-                found = evict_rows(c, group_id, policy, now)
+                found = evict_rows(c, group_id, rules, now, limit)
             except BaseException:
                 if c.in_transaction:
                     c.execute("ROLLBACK")
@@ -157,8 +159,11 @@ class SqliteLifecycle:
             c.execute("ROLLBACK" if dry_run else "COMMIT")
             return found
 
-        async with self._write_lock:
-            found = await self._run(_evict_once)
+        async def run(rules: RetentionPolicy, limit: int | None) -> Eviction:
+            async with self._write_lock:
+                return await self._run(lambda: once(rules, limit))
+
+        found = await run(policy, None) if dry_run else await evict_in_chunks(run, policy)
         if not dry_run and not found.empty:
             self.vectors.drop_group(group_id)  # cached matrices would still hold the evicted rows
         return found
