@@ -52,8 +52,8 @@ class PromoteRequest(Body):
 class PromotedResult(BaseModel):
     uuid: str
     group_id: str
-    kind: str
-    scope: str
+    kind: Kind
+    scope: Scope
     text: str
     author: str
     created_at: datetime
@@ -61,8 +61,8 @@ class PromotedResult(BaseModel):
 
     @classmethod
     def of(cls, m: Promoted) -> PromotedResult:
-        return cls(uuid=m.id, group_id=m.group_id, kind=m.kind, scope=m.scope, text=m.text, author=m.author,
-                   created_at=m.created_at, session=m.session)
+        return cls(uuid=m.id, group_id=m.group_id, kind=m.kind, scope=m.scope, text=m.text,  # type: ignore[arg-type]
+                   author=m.author, created_at=m.created_at, session=m.session)
 
 
 class PromotedRequest(Body):

@@ -8,6 +8,7 @@ any other and is escaped the same way (`render.neutralise`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from mnemobus.engine.render import neutralise, render_context
@@ -28,9 +29,9 @@ async def promoted_for(store: object, groups: Sequence[GroupId], sessions: Seque
     """The promoted memories the groups hold for this conversation, newest first, one of each text."""
     if not isinstance(store, Lifecycle) or limit <= 0:
         return []
-    found: list[Promoted] = []
-    for group in groups:
-        found.extend(await store.promoted(group, sessions=sessions))
+    # one read a group, side by side where the store overlaps round trips (Neo4j coalesces them)
+    reads = [functools.partial(store.promoted, group, sessions=sessions) for group in groups]
+    found: list[Promoted] = [m for part in await store.gather(reads) for m in part]  # type: ignore[attr-defined]
     found.sort(key=lambda m: (m.created_at, m.id), reverse=True)
     seen: set[str] = set()
     out: list[Promoted] = []

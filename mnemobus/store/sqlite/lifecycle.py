@@ -20,6 +20,7 @@ from mnemobus.store.fact_graph import utc_from_seconds
 from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, evict_in_chunks, in_sessions
 from mnemobus.store.sqlite.rows import to_seconds
 from mnemobus.store.sqlite.tx import immediate
+from mnemobus.store.sqlite.writes import drop_facts
 
 T = TypeVar("T")
 
@@ -38,18 +39,6 @@ _ACTIVE = "(f.invalid_at IS NULL OR f.invalid_at > :now)"
 def add_lifecycle(conn: sqlite3.Connection) -> None:
     """Schema 7: per-group eviction totals and cutoff, and promoted memories (idempotent)."""
     conn.executescript(LIFECYCLE_SCHEMA)
-
-
-def _remove_facts(c: sqlite3.Connection, group_id: str, fact_ids: Sequence[str]) -> int:
-    """Facts gone with their provenance and text index rows; unlike a delete, what they superseded stays ended."""
-    gone = 0
-    for fid in fact_ids:
-        c.execute("DELETE FROM facts_fts WHERE rowid = (SELECT rowid FROM facts WHERE id = ? AND group_id = ?)",
-                  (fid, group_id))
-        if c.execute("DELETE FROM facts WHERE id = ? AND group_id = ?", (fid, group_id)).rowcount:
-            c.execute("DELETE FROM fact_sources WHERE fact_id = ?", (fid,))
-            gone += 1
-    return gone
 
 
 def _remove_entities(c: sqlite3.Connection, group_id: str, entity_ids: Sequence[str]) -> int:
@@ -106,7 +95,7 @@ def evict_rows(c: sqlite3.Connection, group_id: str, policy: RetentionPolicy, no
             for fid, ended_s in _facts_naming(c, group_id, least):
                 if fid not in doomed:
                     doomed[fid] = ended_s if ended_s is not None and ended_s <= now_s else now_s
-    facts = _remove_facts(c, group_id, list(doomed))
+    facts = drop_facts(c, group_id, list(doomed), revive=False)  # what they superseded stays ended
     removed = _remove_entities(c, group_id, entities)
     cutoff_s = max(doomed.values(), default=None)
     if facts or removed:
