@@ -190,3 +190,19 @@ async def test_a_backlog_of_ended_facts_goes_in_chunks_and_adds_up_as_one_evicti
     assert (done.facts, done.entities, done.cutoff) == (2, 2, T0 + timedelta(days=20))
     so_far = await store.evicted_so_far(group)  # type: ignore[attr-defined]
     assert (so_far.facts, so_far.entities, so_far.cutoff) == (2, 2, T0 + timedelta(days=20))
+
+
+async def test_migrating_a_group_takes_its_promoted_memories(store: GraphStore, group: GroupId, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mnemobus.migrate import migrate
+    from mnemobus.store.sqlite import SqliteStore
+
+    source = SqliteStore(tmp_path / "source.sqlite3")
+    await source.open()
+    try:
+        await _chain(source, group)
+        await source.add_promoted(_memory(group, "p1"))
+        await migrate(source, store, [group])
+        await migrate(source, store, [group])  # a second run adds nothing
+    finally:
+        await source.close()
+    assert await store.promoted(group) == [_memory(group, "p1")]  # type: ignore[attr-defined]
