@@ -399,6 +399,38 @@ class McpSettings(Section):
                               "can read the store anyway: admin unless this is false")
 
 
+class RetentionSettings(Section):
+    """What a group sheds once it has outlived its use (issue 39); a rule set to null is off."""
+
+    ended_days: float | None = Field(default=365, gt=0, description="evict facts that ended longer ago than this")
+    orphan_days: float | None = Field(default=90, gt=0, description="evict entities with no active fact that were "
+                                      "not seen for this long")
+    entity_cap: int | None = Field(default=None, ge=1, description="at most this many entities per group; the least "
+                                   "connected (then least recently seen) go first, with their facts")
+    interval_s: float = Field(default=3600, gt=0, description="how often each worker evicts, every group")
+    scheduled: bool = Field(default=True, description="the worker evicts on its schedule (off: only on demand)")
+
+
+class DecaySettings(Section):
+    """Retrieval counts (and the confidence of facts not observed again) fade on a schedule; observing a fact
+    again restores its confidence."""
+
+    factor: float = Field(default=0.9, gt=0, le=1, description="multiplier applied each interval (1: no decay)")
+    interval_s: float = Field(default=86400, gt=0, description="how often a group decays (once per interval, "
+                              "however many workers run)")
+    min_confidence: float = Field(default=0.2, ge=0, le=1, description="confidence never decays below this")
+    scheduled: bool = Field(default=True, description="the worker decays on its schedule")
+
+
+class PromotionSettings(Section):
+    """Promoted memories in recall: a reserved part of the context block, listed first."""
+
+    budget_share: float = Field(default=0.3, gt=0, le=1, description="share of memory.context_budget_chars "
+                                "reserved for promoted memories")
+    max_items: int = Field(default=5, ge=1, le=50, description="promoted memories shown in one context block")
+    max_chars: int = Field(default=1000, ge=1, le=10_000, description="the longest text one promoted memory may have")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
@@ -413,6 +445,9 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    decay: DecaySettings = Field(default_factory=DecaySettings)
+    promotion: PromotionSettings = Field(default_factory=PromotionSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @classmethod

@@ -120,6 +120,7 @@ class PipelineMetrics:
         self.identity_reloads = Counter(
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)
         self.llm = LlmMetrics(r)
+        self.lifecycle = LifecycleMetrics(r)
 
 
 _CALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
@@ -159,3 +160,21 @@ class LlmMetrics:
             registry=r)
         self.in_flight = Gauge(
             "mnemobus_llm_calls_in_flight", "Chat calls running now (at most llm.concurrency)", registry=r)
+
+
+class LifecycleMetrics:
+    """A group's life-cycle (issue 39): what eviction removed, decay runs, promotions."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.evicted = Counter(
+            "mnemobus_evicted_total", "Rows eviction removed, by kind (fact, entity) and trigger (schedule, demand)",
+            ["kind", "trigger"], registry=r)
+        self.upkeep_runs = Counter(
+            "mnemobus_upkeep_runs_total", "Scheduled upkeep passes over every group, by job (evict, decay) and "
+            "outcome (ok, error)", ["job", "outcome"], registry=r)
+        self.decayed = Counter(
+            "mnemobus_decayed_facts_total", "Facts whose retrieval count or confidence a decay pass lowered",
+            registry=r)
+        self.promotions = Counter(
+            "mnemobus_promotions_total", "Promote requests, by outcome (ok, refused)", ["outcome"], registry=r)

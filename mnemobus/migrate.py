@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 from mnemobus.errors import MnemobusError
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import GraphStore
+from mnemobus.store.lifecycle import Lifecycle
 from mnemobus.store.model import GroupExport
 
 BATCH = 200
@@ -104,6 +105,7 @@ async def migrate(
                             await tx.link_episode_entity(gid, ep.id, ent_id)
             done += len(chunk)
             report(what, done, total)
+        await copy_promoted(src, dst, gid)
         counts = GroupCounts(
             gid, await dst.count_episodes(gid), len(await dst.get_entities(gid, [e.id for e, _ in dump.entities])),
             await dst.count_facts(gid),
@@ -115,6 +117,13 @@ async def migrate(
     if mismatches:
         raise MigrationMismatch("counts differ after migration:\n  " + "\n  ".join(mismatches))
     return results
+
+
+async def copy_promoted(src: GraphStore, dst: GraphStore, group_id: GroupId) -> None:
+    """A group's promoted memories go with it (ids kept: a second run adds none); eviction totals stay behind."""
+    if isinstance(src, Lifecycle) and isinstance(dst, Lifecycle):
+        for memory in await src.promoted(group_id):
+            await dst.add_promoted(memory)
 
 
 def _chunks(items: list, size: int) -> list[list]:  # type: ignore[type-arg]

@@ -36,6 +36,7 @@ from mnemobus.logthrottle import ThrottledLog
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.peers import store_identity
 from mnemobus.store.model import Episode
+from mnemobus.upkeep import run_upkeep
 
 log = logging.getLogger("mnemobus.worker")
 
@@ -101,6 +102,7 @@ class EpisodeWorker:
         await self.setup()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeat_loop, stop)
+            tg.start_soon(run_upkeep, self.engine.store, self.settings, self.metrics.lifecycle, stop)
             task_status.started()
             await self._supervise(stop)
             tg.cancel_scope.cancel()

@@ -18,19 +18,21 @@ from typing import Literal
 from pydantic import Field
 
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
+from mnemobus.api.promote_command import promote_command, show_promoted
 from mnemobus.engine.render import item_line
 from mnemobus.envelope import ENVELOPE_VERSION, SkillRequest, WireModel
 from mnemobus.errors import InvalidMessage
 
 PREFIX = "/memory"
-USAGE = "usage: /memory show | /memory search <words> | /memory clear [user]  (clear is for admins)"
+USAGE = ("usage: /memory show [--promoted] | /memory search <words> | /memory clear [user]  (clear is for admins) | "
+         "/memory promote [--kind decision|lesson|preference|procedure] [--scope session|workspace|user] <text>")
 SHOW_LIMIT = 20
 
 
 class CommandReply(WireModel):
     v: int = ENVELOPE_VERSION
     request_id: str
-    command: Literal["show", "search", "clear", "help"]
+    command: Literal["show", "search", "clear", "promote", "help"]
     ok: bool
     text: str
     groups: list[str] = Field(default_factory=list)
@@ -45,7 +47,7 @@ def parse(content: str) -> tuple[str, list[str]]:
         words = content.strip().split()
     if not words or words[0] != PREFIX:
         return "help", []
-    if len(words) == 1 or words[1] not in ("show", "search", "clear"):
+    if len(words) == 1 or words[1] not in ("show", "search", "clear", "promote"):
         return "help", []
     return words[1], words[2:]
 
@@ -66,6 +68,10 @@ async def run_command(svc: MemoryService, req: SkillRequest) -> CommandReply:
     if not who.memory_on:
         return reply(False, f"no memory is kept for this caller ({who.reason})")
     groups = list(who.groups)
+    if command == "promote":
+        return await promote_command(svc, req, who, args, reply)
+    if command == "show" and "--promoted" in args:
+        return await show_promoted(svc, req, who, reply)
     if command == "show":
         facts = await svc.active_facts(who.groups, SHOW_LIMIT)
         lines = [f.fact for f in facts]

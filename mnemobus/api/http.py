@@ -25,6 +25,7 @@ from mnemobus.api.core import Forbidden, MemoryService, NotFound, message_query
 from mnemobus.api.erasure_rights import clear_as, delete_group_as
 from mnemobus.api.gdpr import AuditEvent, hard_delete_user
 from mnemobus.api.guards import ErrorGuard, json_bytes
+from mnemobus.api.lifecycle_http import add_lifecycle_routes
 from mnemobus.api.models import (
     AcceptedResult,
     AddEntityNodeRequest,
@@ -203,4 +204,5 @@ def create_app(service: MemoryService) -> FastAPI:
         return DeleteResult(message="Graph cleared", success=True, episodes=c.episodes, entities=c.entities,
                             facts=c.facts)
 
+    add_lifecycle_routes(app, guarded)
     return app

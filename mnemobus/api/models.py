@@ -304,6 +304,10 @@ class HopResult(BaseModel):
 
 class FactsResult(BaseModel):
     facts: list[FactResult]
+    retention_cutoff: datetime | None = Field(default=None, description="facts that ended before this were "
+                                              "evicted from the group (retention); null: its past is complete")
+    note: str | None = Field(default=None, description="set when the answer reaches before the cutoff: it may "
+                             "lack facts that held then")
 
 
 class HopsResult(BaseModel):

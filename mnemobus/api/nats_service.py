@@ -29,6 +29,7 @@ from mnemobus.api import models as m
 from mnemobus.api.commands import CommandReply, run_command
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.gdpr import hard_delete_user
+from mnemobus.api.lifecycle import history_note, lifecycle_operations
 from mnemobus.api.callers import WrongKey, caller_of, current_caller, proven_actor
 from mnemobus.api.erasure_rights import delete_group_as
 from mnemobus.bus.endpoint import describe_validation_error
@@ -111,10 +112,12 @@ def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
         return m.HopsResult(hops=[m.HopResult(hop=h.hop, fact=m.FactResult.of(h.fact)) for h in hops])
 
     async def as_of(q: m.AsOfRequest) -> BaseModel:
-        return m.FactsResult(facts=[m.FactResult.of(f) for f in await svc.facts_as_of(q.group_id, q.as_of, q.limit)])
+        return m.FactsResult(facts=[m.FactResult.of(f) for f in await svc.facts_as_of(q.group_id, q.as_of, q.limit)],
+                             **await history_note(svc, q.group_id, q.as_of))
 
     async def history(q: m.HistoryRequest) -> BaseModel:
-        return m.FactsResult(facts=[m.FactResult.of(f) for f in await svc.history(q.group_id, q.entity, q.relation)])
+        return m.FactsResult(facts=[m.FactResult.of(f) for f in await svc.history(q.group_id, q.entity, q.relation)],
+                             **await history_note(svc, q.group_id, None))
 
     async def delete_group(q: m.DeleteGroupRequest) -> BaseModel:
         c = await delete_group_as(svc, current_caller.get(), q.group_id)
@@ -167,6 +170,7 @@ def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
         "health": (m.Body, health),
         "status": (m.Body, status),
         "command": (SkillRequest, command),
+        **lifecycle_operations(svc),
     }
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 
+from mnemobus.cli.graph_evict import add_evict_command
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl
 
@@ -75,7 +76,7 @@ def aware_time(text: str) -> datetime:
 @hookimpl
 def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = subcommands.add_parser("graph", help="a group's graph as jsonl, GraphML, Mermaid or one HTML page")
-    cmds = p.add_subparsers(dest="graph_command", required=True, metavar="export")
+    cmds = p.add_subparsers(dest="graph_command", required=True, metavar="export|evict")
     ex = cmds.add_parser("export", help="write one group in a format (stdout unless --out)")
     ex.add_argument("group", help="the group id, e.g. user_josh")
     ex.add_argument("--format", choices=FORMATS, default="jsonl",
@@ -85,3 +86,4 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
     ex.add_argument("--out", type=Path, help="file to write (default: stdout)")
     ex.add_argument("--as-of", type=aware_time, help="graphml/mermaid: which facts count as active (default: now)")
     ex.set_defaults(handler=lambda settings, args: anyio.run(export, settings, args))
+    add_evict_command(cmds)

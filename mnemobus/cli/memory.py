@@ -1,4 +1,4 @@
-"""`mnemobus memory show|search|clear`: the /memory commands from a terminal.
+"""`mnemobus memory show|search|clear|promote`: the /memory commands from a terminal.
 
 The CLI is one more requester of the running memory service
 (`memory.api.command` on the configured NATS), so the same identity rules,
@@ -20,18 +20,24 @@ from mnemobus import subjects
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl
 from mnemobus.envelope import Meta, Payload, SkillRequest, Source
+from mnemobus.store.lifecycle import PROMOTED_KINDS, PROMOTED_SCOPES
 
 
 @hookimpl
 def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = subcommands.add_parser("memory", help="show, search or clear memory (asks the running memory service)")
-    cmds = p.add_subparsers(dest="memory_command", required=True, metavar="show|search|clear")
+    cmds = p.add_subparsers(dest="memory_command", required=True, metavar="show|search|clear|promote")
     show = cmds.add_parser("show", help="the facts memory holds as true now about the user")
+    show.add_argument("--promoted", action="store_true", help="the user's promoted memories instead")
     search = cmds.add_parser("search", help="search the user's memory")
     search.add_argument("query", nargs="+")
     clear = cmds.add_parser("clear", help="erase a user's memory entirely (admins only)")
     clear.add_argument("target", nargs="?", help="canonical user id to erase (default: the --user itself)")
-    for c in (show, search, clear):
+    promote = cmds.add_parser("promote", help="keep a memory for good: never decayed, never evicted")
+    promote.add_argument("--kind", choices=PROMOTED_KINDS, required=True)
+    promote.add_argument("--scope", choices=PROMOTED_SCOPES, default="user")
+    promote.add_argument("text", nargs="+")
+    for c in (show, search, clear, promote):
         c.add_argument("--user", required=True, help="canonical user id from users.yaml you act as")
         c.add_argument("--agent", default="cli", help="agent whose per-agent view is included (default: cli)")
         c.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the service")
@@ -51,6 +57,10 @@ def command_text(args: argparse.Namespace) -> str:
         words += args.query
     elif args.memory_command == "clear" and args.target:
         words.append(args.target)
+    elif args.memory_command == "show" and args.promoted:
+        words.append("--promoted")
+    elif args.memory_command == "promote":
+        words += ["--kind", args.kind, "--scope", args.scope, "--", " ".join(args.text)]
     return shlex.join(words)
 
 

@@ -105,9 +105,8 @@ def end_time(fact: Fact, t: datetime) -> datetime:
     return t if fact.valid_at is None else max(fact.valid_at, t)
 
 
-def reinforced_confidence(old: float, observed: float) -> float:
-    """Independent confirmations: 1 - (1-a)(1-b), always higher than either."""
-    return min(1.0, 1.0 - (1.0 - old) * (1.0 - observed))
+#: a fact observed again is held with full confidence, however far decay had taken it (seed 002; issue 39)
+FULL_CONFIDENCE = 1.0
 
 
 def check_episode(episode: Episode) -> GroupId:
@@ -437,7 +436,7 @@ class Ingestor:
         current_same = [x for x in chain if x.object_id == obj.id and valid_at_time(x, t)]
         if current_same:
             x = current_same[0]
-            await txn.update_fact(replace(x, confidence=reinforced_confidence(x.confidence, f.confidence),
+            await txn.update_fact(replace(x, confidence=FULL_CONFIDENCE,
                                           last_seen=max(x.last_seen or seen, seen)))
             await txn.add_fact_source(group, x.id, episode.id, episode.source_message_id)
             counts.reinforced += 1

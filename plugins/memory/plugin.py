@@ -169,7 +169,8 @@ class MemoryPlugin:
         if not who.memory_on:
             status = "disabled" if who.reason == "memory_disabled" else "skipped"
             return MemoryContext(status=status)
-        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.guards)
+        return await recall_for_request(ctx, req.payload.content, who.read_groups, self.guards,
+                                        (req.source.channel_id,))
 
     async def _execute(self, ctx: PluginContext, enriched: EnrichedRequest, agent_id: str) -> SkillResponse:
         base = dict(correlation_id=enriched.trace_id, request_id=enriched.id, agent_id=agent_id, memory=enriched.memory)

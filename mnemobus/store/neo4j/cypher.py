@@ -48,6 +48,10 @@ SCHEMA: tuple[str, ...] = (
     "OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}",
     "CREATE VECTOR INDEX mb_episode_vec IF NOT EXISTS FOR (n:Episode) ON (n.embedding) "
     "OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}",
+    # a group's life-cycle (lifecycle.py): promoted memories, eviction totals
+    "CREATE CONSTRAINT mb_promoted_id IF NOT EXISTS FOR (n:Promoted) REQUIRE n.id IS UNIQUE",
+    "CREATE INDEX mb_promoted_group IF NOT EXISTS FOR (n:Promoted) ON (n.group_id)",
+    "CREATE CONSTRAINT mb_retention_group IF NOT EXISTS FOR (n:Retention) REQUIRE n.group_id IS UNIQUE",
 )
 SCHEMA_NAMES = frozenset(re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) for q in SCHEMA)  # type: ignore[union-attr]
 

@@ -24,6 +24,7 @@ from neo4j import AsyncManagedTransaction
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts
 from mnemobus.store.neo4j.cypher import NEW_EPOCH
+from mnemobus.store.neo4j.lifecycle import DELETE_GROUP_LIFECYCLE
 from mnemobus.store.neo4j.rows import run_rows
 from mnemobus.store.neo4j.tuning import DELETE_BATCH
 
@@ -83,6 +84,8 @@ async def erase_rows(tx: AsyncManagedTransaction, group: str, limit: int) -> tup
     done = ep < limit
     if done:
         await run_rows(tx, "MATCH (gv:GroupVersion {group_id: $g}) DELETE gv", p)
+        for q in DELETE_GROUP_LIFECYCLE:  # promoted memories and retention marks (lifecycle.py) go with the group
+            await run_rows(tx, q, p)
     return DeleteCounts(episodes=ep, entities=e, facts=f), done
 
 

@@ -41,13 +41,14 @@ from mnemobus.store.neo4j.tuning import (ANN_MAX, ANN_OVERSAMPLE, EMBEDDING_DIM,
                                          RETRIEVAL_WRITE_TIMEOUT_S, SHARE_TTL_S)
 from mnemobus.store.neo4j import erasure
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
+from mnemobus.store.neo4j.lifecycle import Neo4jLifecycle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 P = TypeVar("P")
 
 
-class Neo4jStore(CoalescedReads):
+class Neo4jStore(Neo4jLifecycle, CoalescedReads):
     """GraphStore on Neo4j 5.18+ (5.26 LTS tested), over the async driver."""
 
     name = "neo4j"
@@ -1143,9 +1144,10 @@ class Neo4jStore(CoalescedReads):
         )
 
     async def group_ids(self) -> list[GroupId]:
-        """Every group that has an episode or an entity."""
+        """Every group that has an episode, an entity or a promoted memory."""
         rows = await self._read_rows(
-            "CALL { MATCH (n:Episode) RETURN DISTINCT n.group_id AS g UNION MATCH (n:Entity) RETURN DISTINCT n.group_id AS g } "
+            "CALL { MATCH (n:Episode) RETURN DISTINCT n.group_id AS g UNION MATCH (n:Entity) RETURN DISTINCT n.group_id AS g "
+            "UNION MATCH (n:Promoted) RETURN DISTINCT n.group_id AS g } "
             "RETURN g ORDER BY g"
         )
         return [GroupId(r["g"]) for r in rows]

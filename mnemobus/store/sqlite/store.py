@@ -35,6 +35,7 @@ from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, N
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
 from mnemobus.store.sqlite.group_state import GroupState, read_state
+from mnemobus.store.sqlite.lifecycle import SqliteLifecycle, add_lifecycle, delete_lifecycle_rows
 from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of, fact_of,
                                         load_entities, to_seconds, vector_of)
 from mnemobus.store.sqlite.erasures import add_erasure_counts, count_erasures, erasures_of
@@ -97,7 +98,7 @@ def _translate(exc: sqlite3.Error) -> Exception:
     return StoreIntegrityError(f"sqlite: {exc}")
 
 
-class SqliteStore:
+class SqliteStore(SqliteLifecycle):
     name = "sqlite"
 
     def __init__(self, path: Path | str, *, dim: int = 384, vector_cache_mb: int = 512) -> None:
@@ -242,6 +243,7 @@ class SqliteStore:
             add_versioning(conn)
             add_episode_speaker(conn)
             add_erasure_counts(conn)
+            add_lifecycle(conn)
             conn.execute("DROP INDEX IF EXISTS facts_walk_subject")  # schema 1 walked the graph in SQL
             conn.execute("DROP INDEX IF EXISTS facts_walk_object")
             conn.execute(
@@ -431,7 +433,7 @@ class SqliteStore:
         """Every group holding an episode, entity or fact (the source side of `mnemobus migrate`)."""
         return await self._read(lambda c: [GroupId(g) for (g,) in c.execute(
             "SELECT group_id FROM episodes UNION SELECT group_id FROM entities UNION SELECT group_id FROM facts"
-            " ORDER BY 1"
+            " UNION SELECT group_id FROM promoted ORDER BY 1"
         )])
 
     async def export_group(self, group_id: GroupId) -> GroupExport:
@@ -866,4 +868,5 @@ def _delete_group_rows(c: sqlite3.Connection, group_id: GroupId) -> DeleteCounts
     facts = c.execute("DELETE FROM facts WHERE group_id = ?", (group_id,)).rowcount
     entities = c.execute("DELETE FROM entities WHERE group_id = ?", (group_id,)).rowcount
     episodes = c.execute("DELETE FROM episodes WHERE group_id = ?", (group_id,)).rowcount
+    delete_lifecycle_rows(c, group_id)
     return DeleteCounts(episodes=episodes, entities=entities, facts=facts)

@@ -22,15 +22,16 @@ from mnemobus.store.sqlite.vectors import VectorCache
 T = TypeVar("T")
 
 
-def drop_facts(c: sqlite3.Connection, group_id: str, fact_ids: Sequence[str]) -> int:
-    """Delete the group's facts by id with their provenance; the facts each had superseded are valid again
-    (what ended them is gone). Returns how many there were."""
+def drop_facts(c: sqlite3.Connection, group_id: str, fact_ids: Sequence[str], *, revive: bool = True) -> int:
+    """Delete the group's facts by id with their provenance; with `revive`, the facts each had superseded are
+    valid again (what ended them is gone: a delete, not an eviction). Returns how many there were."""
     dropped = 0
     for fid in fact_ids:
-        c.execute(
-            "UPDATE facts SET invalid_at = NULL, expired_at = NULL, superseded_by = NULL"
-            " WHERE superseded_by = ? AND group_id = ?", (fid, group_id),
-        )
+        if revive:
+            c.execute(
+                "UPDATE facts SET invalid_at = NULL, expired_at = NULL, superseded_by = NULL"
+                " WHERE superseded_by = ? AND group_id = ?", (fid, group_id),
+            )
         c.execute("DELETE FROM facts_fts WHERE rowid = (SELECT rowid FROM facts WHERE id = ? AND group_id = ?)",
                   (fid, group_id))
         if c.execute("DELETE FROM facts WHERE id = ? AND group_id = ?", (fid, group_id)).rowcount:

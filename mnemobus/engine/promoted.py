@@ -1,0 +1,62 @@
+"""Promoted memories in recall: read for a request's groups, and put first in the context block.
+
+Why a reserved share: promoted memories are what a user said must never be forgotten, so they must not compete
+with recalled facts for the budget (a busy group would crowd them out). They get `budget_share` of the block,
+listed first; what they leave unused goes to the recalled facts and messages. Their text is stored text like
+any other and is escaped the same way (`render.neutralise`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from mnemobus.engine.render import neutralise, render_context
+from mnemobus.groups import GroupId
+from mnemobus.store.lifecycle import Lifecycle, Promoted
+from mnemobus.store.model import RecallResult
+
+PROMOTED_HEADER = "[Promoted memory]"
+
+
+def promoted_line(m: Promoted) -> str:
+    """One promoted memory as shown, escaped: its kind, then its text."""
+    return f"{m.kind}: {neutralise(m.text)}"
+
+
+async def promoted_for(store: object, groups: Sequence[GroupId], sessions: Sequence[str | None],
+                       limit: int) -> list[Promoted]:
+    """The promoted memories the groups hold for this conversation, newest first, one of each text."""
+    if not isinstance(store, Lifecycle) or limit <= 0:
+        return []
+    # one read a group, side by side where the store overlaps round trips (Neo4j coalesces them)
+    reads = [functools.partial(store.promoted, group, sessions=sessions) for group in groups]
+    found: list[Promoted] = [m for part in await store.gather(reads) for m in part]  # type: ignore[attr-defined]
+    found.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+    seen: set[str] = set()
+    out: list[Promoted] = []
+    for m in found:
+        key = m.text.casefold()
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out[:limit]
+
+
+def render_with_promoted(result: RecallResult, promoted: Sequence[Promoted], budget_chars: int,
+                         share: float) -> str:
+    """The context block: promoted memories first, within `share` of the budget (a line is dropped whole), then
+    the recalled facts and messages in what is left."""
+    lines: list[str] = []
+    used = 0
+    reserved = int(budget_chars * share)
+    for m in promoted:
+        line = f"- {promoted_line(m)}"
+        cost = len(line) + 1 + (0 if lines else len(PROMOTED_HEADER) + 1)
+        if used + cost > reserved:
+            continue
+        lines.append(line)
+        used += cost
+    head = "\n".join([PROMOTED_HEADER, *lines]) if lines else ""
+    rest = render_context(result, budget_chars - used)
+    return "\n".join(part for part in (head, rest) if part)

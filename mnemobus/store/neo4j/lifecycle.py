@@ -1,0 +1,185 @@
+"""Neo4j's part of a group's life-cycle (`store.lifecycle.Lifecycle`): eviction, decay, promoted memories.
+
+A mixin of `Neo4jStore`. Eviction is one write transaction; a dry run raises out of it with its counts, so the
+server rolls back exactly the work a real run commits. Eviction totals live on one `:Retention` node per group,
+promoted memories on `:Promoted` nodes (no relationship to any fact or entity: nothing that removes those can
+reach them). Every write here moves the group's epoch, so the process mirrors reload the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from neo4j import AsyncManagedTransaction
+
+from mnemobus.groups import GroupId
+from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, evict_in_chunks, in_sessions
+from mnemobus.store.neo4j.cypher import NEW_EPOCH
+from mnemobus.store.neo4j.overlay import EPOCH, as_datetime
+from mnemobus.store.neo4j.rows import run_rows, utc_or_none
+
+T = TypeVar("T")
+
+_SEEN = "coalesce(e.last_seen, e.first_seen, $epoch)"
+_ACTIVE = "(r.invalid_at IS NULL OR r.invalid_at > $now)"
+ENDED = ("MATCH ()-[r:FACT {group_id: $g}]->() WHERE r.invalid_at IS NOT NULL AND r.invalid_at < $before "
+         "RETURN r.id AS id, r.invalid_at AS ended LIMIT $n")
+ORPHANS = (f"MATCH (e:Entity {{group_id: $g}}) WHERE {_SEEN} < $before "
+           f"AND NOT EXISTS {{ MATCH (e)-[r:FACT]-() WHERE {_ACTIVE} }} RETURN e.id AS id")
+NAMING = ("UNWIND $ids AS eid MATCH (e:Entity {id: eid, group_id: $g})-[r:FACT]-() "
+          "RETURN DISTINCT r.id AS id, r.invalid_at AS ended")
+RANKED = (f"MATCH (e:Entity {{group_id: $g}}) RETURN e.id AS id ORDER BY COUNT {{ (e)-[:FACT]-() }}, {_SEEN}, e.id")
+DROP_FACTS = ("UNWIND $ids AS fid MATCH ()-[r:FACT {id: fid, group_id: $g}]->() DELETE r RETURN count(*) AS c")
+DROP_ENTITIES = ("UNWIND $ids AS eid MATCH (e:Entity {id: eid, group_id: $g}) "
+                 "OPTIONAL MATCH (a:Alias {group_id: $g})-[:ALIAS_OF]->(e) "
+                 "WITH e, collect(a) AS aliases FOREACH (a IN aliases | DETACH DELETE a) DETACH DELETE e "
+                 "RETURN count(*) AS c")
+ADD_TOTALS = ("MERGE (t:Retention {group_id: $g}) ON CREATE SET t.facts = 0, t.entities = 0 "
+              "SET t.facts = t.facts + $f, t.entities = t.entities + $e, "
+              "t.cutoff = CASE WHEN t.cutoff IS NULL OR ($c IS NOT NULL AND $c > t.cutoff) THEN $c ELSE t.cutoff END")
+DECAY = (
+    "MATCH ()-[r:FACT {group_id: $g}]->() "
+    "WITH r, coalesce(r.last_seen, r.valid_at, r.created_at) < $before AND r.confidence > $floor AS fades "
+    "WHERE coalesce(r.retrieval_count, 0) > 0 OR fades "
+    "SET r.retrieval_count = toInteger(floor(coalesce(r.retrieval_count, 0) * $f)), "
+    "r.confidence = CASE WHEN NOT fades THEN r.confidence WHEN r.confidence * $f > $floor THEN r.confidence * $f "
+    "ELSE $floor END "
+    "RETURN count(r) AS c"
+)
+# the write lock on the group's node is taken (SET) before its last decay is read: two workers serialise here
+CLAIM_DECAY = ("MERGE (t:Retention {group_id: $g}) ON CREATE SET t.facts = 0, t.entities = 0 "
+               "SET t.claimed_at = $now WITH t, t.decayed_at AS last "
+               "SET t.decayed_at = CASE WHEN last IS NULL OR last <= $before THEN $now ELSE last END "
+               "RETURN last IS NULL OR last <= $before AS due")
+PROMOTED_PROPS = "n.id AS id, n.group_id AS group_id, n.kind AS kind, n.scope AS scope, n.text AS text, " \
+                 "n.author AS author, n.created_at AS created_at, n.session AS session"
+
+
+class _DryRun(Exception):
+    """Carries a dry run's counts out of its transaction, which the driver then rolls back."""
+
+    def __init__(self, found: Eviction) -> None:
+        super().__init__("dry run")
+        self.found = found
+
+
+async def _ids(tx: AsyncManagedTransaction, query: str, p: dict[str, Any]) -> dict[str, Any]:
+    return {r["id"]: r.get("ended") for r in await run_rows(tx, query, p)}
+
+
+async def evict_in(tx: AsyncManagedTransaction, group_id: str, policy: RetentionPolicy, now: datetime,
+                   limit: int | None = None) -> Eviction:
+    """The three rules of `Lifecycle.evict` inside the caller's transaction (at most `limit` ended facts by
+    rule 1); the totals node updated."""
+    p: dict[str, Any] = {"g": group_id, "now": utc_or_none(now), "epoch": EPOCH, "n": limit if limit is not None
+                         else 2**62}
+    doomed: dict[str, datetime] = {}  # fact id -> what it takes from the past: its end, or now when it still held
+    entities: list[str] = []
+    if (ended := policy.ended_before(now)) is not None:
+        doomed.update({k: as_datetime(v) for k, v in (await _ids(tx, ENDED, {**p, "before": ended})).items()})  # type: ignore[misc]
+    if (unseen := policy.unseen_before(now)) is not None:
+        orphans = list(await _ids(tx, ORPHANS, {**p, "before": unseen}))
+        entities.extend(orphans)
+        for fid, end in (await _ids(tx, NAMING, {**p, "ids": orphans})).items():
+            doomed.setdefault(fid, as_datetime(end) or now)
+    if policy.entity_cap is not None:
+        held = len(await run_rows(tx, "MATCH (e:Entity {group_id: $g}) RETURN e.id AS id", p)) - len(entities)
+        if held > policy.entity_cap:
+            taken = set(entities)
+            least = [i for i in await _ids(tx, RANKED, p) if i not in taken][:held - policy.entity_cap]
+            entities.extend(least)
+            for fid, end in (await _ids(tx, NAMING, {**p, "ids": least})).items():
+                end_at = as_datetime(end)
+                doomed.setdefault(fid, end_at if end_at is not None and end_at <= now else now)
+    facts = int((await run_rows(tx, DROP_FACTS, {**p, "ids": list(doomed)}))[0]["c"]) if doomed else 0
+    removed = int((await run_rows(tx, DROP_ENTITIES, {**p, "ids": entities}))[0]["c"]) if entities else 0
+    cutoff = max(doomed.values(), default=None)
+    if facts or removed:
+        await run_rows(tx, NEW_EPOCH, p)
+        await run_rows(tx, ADD_TOTALS, {**p, "f": facts, "e": removed, "c": cutoff})
+    return Eviction(facts=facts, entities=removed, cutoff=cutoff)
+
+
+def _promoted_of(r: dict[str, Any]) -> Promoted:
+    return Promoted(id=r["id"], group_id=GroupId(r["group_id"]), kind=r["kind"], scope=r["scope"], text=r["text"],
+                    author=r["author"], created_at=as_datetime(r["created_at"]), session=r.get("session"))  # type: ignore[arg-type]
+
+
+class Neo4jLifecycle:
+    """`Lifecycle` over the store's sessions."""
+
+    if TYPE_CHECKING:  # provided by Neo4jStore
+        async def _write(self, fn: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T: ...
+        async def _read_rows(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
+        async def flush_retrievals(self) -> None: ...
+        def _mark_written(self, groups: Sequence[str]) -> None: ...
+
+    async def evict(self, group_id: GroupId, policy: RetentionPolicy, *, now: datetime,
+                    dry_run: bool = False) -> Eviction:
+        async def run(rules: RetentionPolicy, limit: int | None) -> Eviction:
+            async def work(tx: AsyncManagedTransaction) -> Eviction:
+                found = await evict_in(tx, group_id, rules, now, limit)
+                if dry_run:
+                    raise _DryRun(found)
+                return found
+
+            try:
+                return await self._write(work)
+            except _DryRun as dry:
+                return dry.found
+
+        found = await run(policy, None) if dry_run else await evict_in_chunks(run, policy)
+        if not found.empty and not dry_run:
+            self._mark_written([group_id])
+        return found
+
+    async def evicted_so_far(self, group_id: GroupId) -> Eviction:
+        rows = await self._read_rows("MATCH (t:Retention {group_id: $g}) RETURN t.facts AS f, t.entities AS e, "
+                                     "t.cutoff AS c", g=group_id)
+        if not rows:
+            return Eviction()
+        return Eviction(facts=int(rows[0]["f"]), entities=int(rows[0]["e"]), cutoff=as_datetime(rows[0]["c"]))
+
+    async def decay_retrievals(self, group_id: GroupId, factor: float, *, min_confidence: float, now: datetime,
+                               every: timedelta) -> int | None:
+        await self.flush_retrievals()  # counts still held in memory decay with the rest
+        p = {"g": group_id, "f": float(factor), "floor": float(min_confidence), "now": utc_or_none(now),
+             "before": utc_or_none(now - every)}
+
+        async def work(tx: AsyncManagedTransaction) -> int | None:
+            (claim,) = await run_rows(tx, CLAIM_DECAY, p)
+            if not claim["due"]:
+                return None  # another worker (or an earlier pass) did this interval's decay
+            changed = int((await run_rows(tx, DECAY, p))[0]["c"])
+            if changed:
+                await run_rows(tx, NEW_EPOCH, p)
+            return changed
+
+        changed = await self._write(work)
+        if changed:
+            self._mark_written([group_id])
+        return changed
+
+    async def add_promoted(self, memory: Promoted) -> None:
+        m = memory
+        await self._write(lambda tx: run_rows(
+            tx, "MERGE (n:Promoted {id: $id}) ON CREATE SET n.group_id = $g, n.kind = $kind, n.scope = $scope, "
+                "n.text = $text, n.author = $author, n.created_at = $at, n.session = $session",
+            {"id": m.id, "g": m.group_id, "kind": m.kind, "scope": m.scope, "text": m.text, "author": m.author,
+             "at": utc_or_none(m.created_at), "session": m.session}))
+
+    async def promoted(self, group_id: GroupId, sessions: Sequence[str | None] | None = None) -> list[Promoted]:
+        rows = await self._read_rows(f"MATCH (n:Promoted {{group_id: $g}}) RETURN {PROMOTED_PROPS} "
+                                     "ORDER BY n.created_at, n.id", g=group_id)
+        return in_sessions([_promoted_of(r) for r in rows], sessions)
+
+    async def delete_promoted(self, group_id: GroupId, memory_id: str) -> bool:
+        rows = await self._write(lambda tx: run_rows(
+            tx, "MATCH (n:Promoted {id: $id, group_id: $g}) DELETE n RETURN count(*) AS c", {"id": memory_id, "g": group_id}))
+        return bool(rows and rows[0]["c"])
+
+
+DELETE_GROUP_LIFECYCLE = ("MATCH (n:Promoted {group_id: $g}) DETACH DELETE n",
+                          "MATCH (n:Retention {group_id: $g}) DETACH DELETE n")
