@@ -24,6 +24,7 @@ from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, Hit, Prefetch, Step, Vector, side_by_side
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
+from mnemobus.store.neo4j.communities import COMMUNITY_SCHEMA, DELETE_GROUP_COMMUNITIES, Neo4jCommunities
 from mnemobus.store.neo4j.coalesce import LANE_ANN, CoalescedReads
 from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, EPISODE_CONTEXT, FACT_RETURN, NEW_EPOCH,
                                          NODE_ENTITY_MAP, NODE_EPISODE_MAP, NODE_SEARCH, RECENT_GROUPS,
@@ -46,7 +47,7 @@ T = TypeVar("T")
 P = TypeVar("P")
 
 
-class Neo4jStore(CoalescedReads):
+class Neo4jStore(CoalescedReads, Neo4jCommunities):
     """GraphStore on Neo4j 5.18+ (5.26 LTS tested), over the async driver."""
 
     name = "neo4j"
@@ -176,7 +177,7 @@ class Neo4jStore(CoalescedReads):
                     "MATCH (a:Alias) WHERE a.type IS NULL OPTIONAL MATCH (a)-[:ALIAS_OF]->(e:Entity) "
                     "CALL { WITH a, e SET a.type = coalesce(e.type, 'thing') } IN TRANSACTIONS OF 10000 ROWS")).consume()
             await driver.execute_query("DROP CONSTRAINT mb_alias_key IF EXISTS", database_=self.database)
-        missing = [q for q in SCHEMA if re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) not in have]  # type: ignore[union-attr]
+        missing = [q for q in (*SCHEMA, *COMMUNITY_SCHEMA) if re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) not in have]  # type: ignore[union-attr]
         for q in missing:
             try:
                 await driver.execute_query(q, database_=self.database)
@@ -537,6 +538,8 @@ class Neo4jStore(CoalescedReads):
         async def work(tx: AsyncManagedTransaction) -> tuple[int, int, int, bool]:
             p = {"g": group_id, "n": DELETE_BATCH}
             await run_rows(tx, NEW_EPOCH, p)  # mirrors of the group reload it (smaller, or gone)
+            for q in DELETE_GROUP_COMMUNITIES:
+                await run_rows(tx, q, p)
             f = (await run_rows(tx, "MATCH ()-[r:FACT {group_id: $g}]->() WITH r LIMIT $n DELETE r RETURN count(r) AS c", p))[0]["c"]
             if f >= DELETE_BATCH:
                 return f, 0, 0, False

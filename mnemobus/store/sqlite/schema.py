@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 4  # 2: fact rows stamped with their group's version (graph.py); 3: aliases keyed by type;
-# 4: an episode keeps its speaker and name
+SCHEMA_VERSION = 6  # 2: fact rows stamped with their group's version (graph.py); 3: aliases keyed by type;
+# 4: an episode keeps its speaker and name; 6: communities and per-group upkeep (communities.py)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -32,6 +32,7 @@ from mnemobus.store.contract import (DeleteCounts, GraphStore, Hit, Prefetch, St
                                      in_turn)
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
+from mnemobus.store.sqlite.communities import SqliteCommunities, add_communities, delete_group_communities
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
 from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of, fact_of,
@@ -75,7 +76,7 @@ def _translate(exc: sqlite3.Error) -> Exception:
     return StoreIntegrityError(f"sqlite: {exc}")
 
 
-class SqliteStore:
+class SqliteStore(SqliteCommunities):
     name = "sqlite"
 
     def __init__(self, path: Path | str, *, dim: int = 384, vector_cache_mb: int = 512) -> None:
@@ -202,6 +203,7 @@ class SqliteStore:
             add_alias_types(conn)
             add_versioning(conn)
             add_episode_speaker(conn)
+            add_communities(conn)
             conn.execute("DROP INDEX IF EXISTS facts_walk_subject")  # schema 1 walked the graph in SQL
             conn.execute("DROP INDEX IF EXISTS facts_walk_object")
             conn.execute(
@@ -786,6 +788,7 @@ def _delete_group_rows(c: sqlite3.Connection, group_id: GroupId) -> DeleteCounts
     c.execute("DELETE FROM episode_entities WHERE episode_id IN (SELECT id FROM episodes WHERE group_id = ?)",
               (group_id,))
     c.execute("DELETE FROM aliases WHERE group_id = ?", (group_id,))
+    delete_group_communities(c, group_id)
     tok = group_token(group_id)
     for fts in ("facts_fts", "entities_fts", "episodes_fts"):
         c.execute(f"DELETE FROM {fts} WHERE gtok MATCH ?", (tok,))
