@@ -114,6 +114,7 @@ class PipelineMetrics:
         self.identity_reloads = Counter(
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)
         self.llm = LlmMetrics(r)
+        self.communities = CommunityMetrics(r)
 
 
 _CALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)

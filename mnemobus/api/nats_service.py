@@ -29,6 +29,7 @@ from mnemobus.api import models as m
 from mnemobus.api.commands import CommandReply, run_command
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.gdpr import hard_delete_user
+from mnemobus.api.graph_upkeep import upkeep_operations
 from mnemobus.api.callers import WrongKey, caller_of, current_caller, proven_actor
 from mnemobus.bus.endpoint import describe_validation_error
 from mnemobus.bus.micro import MicroService, ServiceRequest, reply_subject
@@ -166,6 +167,7 @@ def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
         "health": (m.Body, health),
         "status": (m.Body, status),
         "command": (SkillRequest, command),
+        **upkeep_operations(svc),
     }
 
 
