@@ -431,6 +431,25 @@ class PromotionSettings(Section):
     max_chars: int = Field(default=1000, ge=1, le=10_000, description="the longest text one promoted memory may have")
 
 
+class CommunitiesSettings(Section):
+    """Community upkeep (issue 39): when a group's communities are refreshed, how far one refresh may go, and
+    how summaries are made (docs/communities.md)."""
+
+    refresh_every_episodes: int = Field(default=50, ge=0, description="a full refresh of a group after this many "
+                                        "of its episodes are stored (0: only on demand, `mnemobus graph refresh`)")
+    chunk_size: int = Field(default=5000, ge=10, le=100_000, description="active facts read per query")
+    time_budget_s: float = Field(default=10.0, gt=0, le=3600, description="one refresh slice; a refresh that runs "
+                                 "out resumes at the group's next trigger")
+    max_iterations: int = Field(default=20, ge=1, le=1000, description="label propagation passes at most")
+    summary_members: int = Field(default=5, ge=1, le=50, description="central members a summary names")
+    summary_facts: int = Field(default=5, ge=0, le=50, description="central facts a summary states")
+    summary_concurrency: int = Field(default=2, ge=1, le=32, description="summaries (LLM calls) in flight")
+    summary_prompt_chars: int = Field(default=2000, ge=200, le=100_000, description="with extractor: llm, the "
+                                      "longest prompt one summary call sends (facts past it are left out)")
+    vote: bool = Field(default=True, description="between refreshes, a new entity joins its neighbours' "
+                       "majority community")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
@@ -448,6 +467,7 @@ class Settings(BaseSettings):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     decay: DecaySettings = Field(default_factory=DecaySettings)
     promotion: PromotionSettings = Field(default_factory=PromotionSettings)
+    communities: CommunitiesSettings = Field(default_factory=CommunitiesSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @classmethod

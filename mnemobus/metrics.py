@@ -121,6 +121,7 @@ class PipelineMetrics:
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)
         self.llm = LlmMetrics(r)
         self.lifecycle = LifecycleMetrics(r)
+        self.communities = CommunityMetrics(r)
 
 
 _CALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
@@ -178,3 +179,30 @@ class LifecycleMetrics:
             registry=r)
         self.promotions = Counter(
             "mnemobus_promotions_total", "Promote requests, by outcome (ok, refused)", ["outcome"], registry=r)
+
+
+class CommunityMetrics:
+    """Community upkeep (issue 39): refreshes by outcome, summaries made and skipped, votes, and how long a
+    refresh took; an unchanged graph's refresh shows as summaries skipped and none made."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.refreshes = Counter(
+            "mnemobus_community_refreshes_total", "Community refreshes by outcome (finished; sliced: the time bound "
+            "ran out and the next refresh resumes it; cancelled; failed)", ["outcome"], registry=r)
+        self.refresh_seconds = Histogram(
+            "mnemobus_community_refresh_duration_seconds", "Time of one refresh slice, reading edges to writing",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=r)
+        self.summaries = Counter(
+            "mnemobus_community_summaries_total", "Community summaries by outcome (made; skipped: the community's "
+            "fingerprint was unchanged, so no summary work)", ["outcome"], registry=r)
+        self.summary_fallbacks = Counter(
+            "mnemobus_community_summary_fallbacks_total", "LLM community summaries the offline one replaced, by "
+            "reason", ["reason"], registry=r)
+        self.votes = Counter(
+            "mnemobus_community_votes_total", "New entities between refreshes by outcome (joined: its neighbours' "
+            "majority community; none: no neighbour in a community)", ["outcome"], registry=r)
+        self.last_refresh = Gauge(
+            "mnemobus_community_last_refresh_timestamp_seconds", "When this process last finished a community "
+            "refresh (0: never)", registry=r)

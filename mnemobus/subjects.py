@@ -86,7 +86,8 @@ def dlq(group_id: str) -> str:
 
 
 def api(endpoint: str) -> str:
-    return f"{API_PREFIX}.{_token(endpoint, 'endpoint')}"
+    """`memory.api.<endpoint>`; a dotted endpoint (graph.stats) is one token per part."""
+    return ".".join([API_PREFIX, *(_token(part, "endpoint") for part in endpoint.split("."))])
 
 
 def heartbeat(role: str) -> str:

@@ -27,6 +27,7 @@ from mnemobus.bus.connection import Bus
 from mnemobus.bus.consumer import Delivery, DurableConsumer, DurableConsumerConfig, FetchFailed, FetchProtocolError
 from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.endpoint import parse_message
+from mnemobus.community_upkeep import CommunityUpkeep
 from mnemobus.config import Settings
 from mnemobus.envelope import EpisodeMessage
 from mnemobus.errors import InvalidMessage, StoreUnavailable
@@ -35,7 +36,7 @@ from mnemobus.groups import InvalidGroupId, validate_group_id
 from mnemobus.logthrottle import ThrottledLog
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.peers import store_identity
-from mnemobus.store.model import Episode
+from mnemobus.store.model import Episode, IngestOutcome
 from mnemobus.upkeep import run_upkeep
 
 log = logging.getLogger("mnemobus.worker")
@@ -80,6 +81,8 @@ class EpisodeWorker:
         self.restarts = 0
         self.retry_log = ThrottledLog(log)  # a store outage retries every pending episode: a line per reason and 10 s
         self._stop = anyio.Event()  # set by run()'s caller: a held batch stops waiting for the store
+        self.upkeep = CommunityUpkeep(engine, settings.communities, settings.extraction, metrics.llm,
+                                      metrics.communities)
         if hasattr(engine, "observe_extraction"):
             engine.observe_extraction(self._extracted)
 
@@ -103,6 +106,7 @@ class EpisodeWorker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeat_loop, stop)
             tg.start_soon(run_upkeep, self.engine.store, self.settings, self.metrics.lifecycle, stop)
+            tg.start_soon(self.upkeep.run, stop)
             task_status.started()
             await self._supervise(stop)
             tg.cancel_scope.cancel()
@@ -213,7 +217,8 @@ class EpisodeWorker:
         if not ready:
             return
         started = time.perf_counter()
-        outcomes = await self._ingest(ready)
+        with self.upkeep.ingesting():
+            outcomes = await self._ingest(ready)
         held = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, StoreUnavailable)]
         if held and await self._wait_out_store_outage([ready[i][0] for i in held]):
             for i, outcome in zip(held, await self._ingest([ready[i] for i in held]), strict=True):
@@ -221,6 +226,8 @@ class EpisodeWorker:
         self.metrics.store_seconds.labels(operation="ingest_batch").observe(time.perf_counter() - started)
         for (msg, episode), outcome in zip(ready, outcomes, strict=True):
             await self._guard(self._settle, msg, episode, outcome)
+        self.upkeep.stored([ep for (_, ep), out in zip(ready, outcomes, strict=True)
+                            if isinstance(out, IngestOutcome) and out.created and not out.screened])
 
     async def _ingest(self, ready: list[tuple[Delivery, Episode]]) -> list[Any]:
         """Each episode's outcome from the engine, its message kept in progress meanwhile."""

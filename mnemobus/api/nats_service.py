@@ -30,6 +30,7 @@ from mnemobus.api.commands import CommandReply, run_command
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.gdpr import hard_delete_user
 from mnemobus.api.lifecycle import history_note, lifecycle_operations
+from mnemobus.api.graph_upkeep import upkeep_operations
 from mnemobus.api.callers import WrongKey, caller_of, current_caller, proven_actor
 from mnemobus.api.erasure_rights import delete_group_as
 from mnemobus.bus.endpoint import describe_validation_error
@@ -171,6 +172,7 @@ def operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Op]]:
         "status": (m.Body, status),
         "command": (SkillRequest, command),
         **lifecycle_operations(svc),
+        **upkeep_operations(svc),
     }
 
 

@@ -39,7 +39,7 @@ class MicroService:
     async def add_endpoint(self, name: str, subject: str, handler: Handler) -> None:
         if self._service is None:
             raise RuntimeError("add_endpoint() before start()")
-        await self._service.add_endpoint(name=name, subject=subject, handler=handler)
+        await self._service.add_endpoint(name=name.replace(".", "-"), subject=subject, handler=handler)  # micro names: no dots
         self._endpoints[name] = self._service._endpoints[-1]  # noqa: SLF001 - see record
 
     def record(self, name: str, elapsed_ns: int, error: str | None) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 
 from mnemobus.cli.graph_evict import add_evict_command
+from mnemobus.cli.graph_upkeep import add_commands as add_upkeep_commands
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl
 
@@ -75,8 +76,9 @@ def aware_time(text: str) -> datetime:
 
 @hookimpl
 def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = subcommands.add_parser("graph", help="a group's graph as jsonl, GraphML, Mermaid or one HTML page")
-    cmds = p.add_subparsers(dest="graph_command", required=True, metavar="export|evict")
+    p = subcommands.add_parser("graph", help="a group's graph as jsonl, GraphML, Mermaid or one HTML page; its stats; "
+                                               "a community refresh")
+    cmds = p.add_subparsers(dest="graph_command", required=True, metavar="export|stats|refresh|evict")
     ex = cmds.add_parser("export", help="write one group in a format (stdout unless --out)")
     ex.add_argument("group", help="the group id, e.g. user_josh")
     ex.add_argument("--format", choices=FORMATS, default="jsonl",
@@ -87,3 +89,11 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
     ex.add_argument("--as-of", type=aware_time, help="graphml/mermaid: which facts count as active (default: now)")
     ex.set_defaults(handler=lambda settings, args: anyio.run(export, settings, args))
     add_evict_command(cmds)
+    add_upkeep_commands(cmds)
+
+
+def standalone_parser() -> argparse.ArgumentParser:
+    """The `graph` command alone, for tests and for embedding in another CLI."""
+    parser = argparse.ArgumentParser(prog="mnemobus")
+    mnemobus_commands(parser.add_subparsers(dest="command", required=True))
+    return parser

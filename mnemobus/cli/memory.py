@@ -9,13 +9,10 @@ act as with `--user` (a canonical id from users.yaml).
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 
 import anyio
-
-from mnemobus import subjects
 
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl
@@ -65,26 +62,9 @@ def command_text(args: argparse.Namespace) -> str:
 
 
 async def ask(settings: Settings, request: SkillRequest, timeout_s: float) -> dict:
-    from mnemobus.app import running_embedded_url
-    from mnemobus.bus.connection import Bus
+    from mnemobus.cli.api_client import request_api
 
-    if not settings.nats.url and running_embedded_url(settings.nats.data_dir) is None:
-        raise RuntimeError("the memory commands talk to a running service: set nats.url (MNEMOBUS_NATS__URL), or "
-                           f"run them next to `mnemobus run` on {settings.nats.data_dir}")
-    from mnemobus.app import nats_url
-
-    headers = None
-    if (key := settings.api.api_key) is not None:
-        headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
-    async with nats_url(settings) as (url, _server, nats_settings):
-        bus = await Bus.connect(url, nats_settings, name="mnemobus-cli-memory")
-        try:
-            msg = await bus.request(subjects.api("command"), request.to_wire(), timeout_s, headers=headers)
-        finally:
-            await bus.close()
-    if msg.headers and "Nats-Service-Error" in msg.headers:
-        raise RuntimeError(f"memory service refused: {msg.headers['Nats-Service-Error']}")
-    return json.loads(msg.data)
+    return await request_api(settings, "command", request.to_wire(), timeout_s, "memory")
 
 
 def handle(settings: Settings, args: argparse.Namespace) -> int:

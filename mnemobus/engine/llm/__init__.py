@@ -9,7 +9,7 @@ in mnemobus/metrics.py.
 
 from __future__ import annotations
 
-from mnemobus.config import EndpointSettings, ExtractionSettings, OpenAIEmbeddingSettings
+from mnemobus.config import EndpointSettings, ExtractionSettings, LlmSettings, OpenAIEmbeddingSettings
 from mnemobus.engine.extract import Extractor
 from mnemobus.engine.llm.budget import TokenBudget
 from mnemobus.engine.llm.client import ChatClient
@@ -25,14 +25,19 @@ def _retry(cfg: EndpointSettings) -> RetryPolicy:
     return RetryPolicy(cfg.max_retries, cfg.backoff_base_s, cfg.backoff_max_s)
 
 
+def chat_client(llm: LlmSettings, metrics: LlmMetrics, concurrency: int | None = None) -> ChatClient:
+    """A client of the configured chat endpoint (extraction, community summaries)."""
+    return ChatClient(llm.base_url, llm.model, api_key=llm.resolved_api_key(), timeout_s=llm.timeout_s,
+                      connect_timeout_s=llm.connect_timeout_s, retry=_retry(llm),
+                      concurrency=concurrency or llm.concurrency, metrics=metrics)
+
+
 def build_extractor(cfg: ExtractionSettings, offline: Extractor, metrics: LlmMetrics) -> Extractor:
     """The configured extractor; `llm` keeps `offline` as its per-episode fallback."""
     if cfg.extractor == "offline":
         return offline
     llm = cfg.llm
-    client = ChatClient(llm.base_url, llm.model, api_key=llm.resolved_api_key(), timeout_s=llm.timeout_s,
-                        connect_timeout_s=llm.connect_timeout_s, retry=_retry(llm), concurrency=llm.concurrency,
-                        metrics=metrics)
+    client = chat_client(llm, metrics)
     return LlmExtractor(client, offline, structured_output=llm.structured_output, max_tokens=llm.max_tokens,
                         temperature=llm.temperature, budget=TokenBudget(llm.tokens_per_hour), metrics=metrics,
                         max_candidate_entities=llm.max_candidate_entities,

@@ -23,6 +23,7 @@ from neo4j import AsyncManagedTransaction
 
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts
+from mnemobus.store.neo4j.communities import DELETE_GROUP_COMMUNITIES
 from mnemobus.store.neo4j.cypher import NEW_EPOCH
 from mnemobus.store.neo4j.lifecycle import DELETE_GROUP_LIFECYCLE
 from mnemobus.store.neo4j.rows import run_rows
@@ -69,6 +70,8 @@ async def erase_rows(tx: AsyncManagedTransaction, group: str, limit: int) -> tup
     case its version node goes too)."""
     p = {"g": group, "n": limit}
     await run_rows(tx, NEW_EPOCH, p)  # mirrors of the group reload it (smaller, or gone)
+    for q in DELETE_GROUP_COMMUNITIES:
+        await run_rows(tx, q, p)
     f = (await run_rows(tx, "MATCH ()-[r:FACT {group_id: $g}]->() WITH r LIMIT $n DELETE r RETURN count(r) AS c", p))[0]["c"]
     if f >= limit:
         return DeleteCounts(facts=f), False

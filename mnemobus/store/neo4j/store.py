@@ -24,6 +24,7 @@ from mnemobus.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, EntityLinks, Hit, Prefetch, Step, Vector, side_by_side
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
+from mnemobus.store.neo4j.communities import COMMUNITY_SCHEMA, DELETE_GROUP_COMMUNITIES, Neo4jCommunities
 from mnemobus.store.neo4j.coalesce import LANE_ANN, CoalescedReads
 from mnemobus.store.neo4j.cypher import (BUMP_VERSIONS, COUNT_RETRIEVALS, ENTITY_FACTS, ENTITY_MENTIONS, EPISODE_CONTEXT, FACT_RETURN, NEW_EPOCH,
                                          NODE_ENTITY_MAP, NODE_EPISODE_MAP, NODE_SEARCH, RECENT_GROUPS,
@@ -48,7 +49,7 @@ T = TypeVar("T")
 P = TypeVar("P")
 
 
-class Neo4jStore(Neo4jLifecycle, CoalescedReads):
+class Neo4jStore(Neo4jLifecycle, CoalescedReads, Neo4jCommunities):
     """GraphStore on Neo4j 5.18+ (5.26 LTS tested), over the async driver."""
 
     name = "neo4j"
@@ -187,7 +188,7 @@ class Neo4jStore(Neo4jLifecycle, CoalescedReads):
                     "MATCH (a:Alias) WHERE a.type IS NULL OPTIONAL MATCH (a)-[:ALIAS_OF]->(e:Entity) "
                     "CALL { WITH a, e SET a.type = coalesce(e.type, 'thing') } IN TRANSACTIONS OF 10000 ROWS")).consume()
             await driver.execute_query("DROP CONSTRAINT mb_alias_key IF EXISTS", database_=self.database)
-        missing = [q for q in SCHEMA if re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) not in have]  # type: ignore[union-attr]
+        missing = [q for q in (*SCHEMA, *COMMUNITY_SCHEMA) if re.search(r"(?:CONSTRAINT|INDEX) (\w+)", q).group(1) not in have]  # type: ignore[union-attr]
         for q in missing:
             try:
                 await driver.execute_query(q, database_=self.database)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 SCHEMA_VERSION = 7  # 2: fact rows stamped with their group's version (graph.py); 3: aliases keyed by type;
-# 4: an episode keeps its speaker and name; 7: eviction totals and promoted memories (lifecycle.py)
+# 4: an episode keeps its speaker and name; 6: communities and per-group upkeep (communities.py); 7: eviction
+# totals and promoted memories (lifecycle.py)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -32,6 +32,7 @@ from mnemobus.store.contract import (DeleteCounts, EntityLinks, GraphStore, Hit,
                                      in_turn)
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
+from mnemobus.store.sqlite.communities import SqliteCommunities, add_communities, delete_group_communities
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
 from mnemobus.store.sqlite.group_state import GroupState, read_state
@@ -98,7 +99,7 @@ def _translate(exc: sqlite3.Error) -> Exception:
     return StoreIntegrityError(f"sqlite: {exc}")
 
 
-class SqliteStore(SqliteLifecycle):
+class SqliteStore(SqliteLifecycle, SqliteCommunities):
     name = "sqlite"
 
     def __init__(self, path: Path | str, *, dim: int = 384, vector_cache_mb: int = 512) -> None:
@@ -244,6 +245,7 @@ class SqliteStore(SqliteLifecycle):
             add_episode_speaker(conn)
             add_erasure_counts(conn)
             add_lifecycle(conn)
+            add_communities(conn)
             conn.execute("DROP INDEX IF EXISTS facts_walk_subject")  # schema 1 walked the graph in SQL
             conn.execute("DROP INDEX IF EXISTS facts_walk_object")
             conn.execute(
@@ -862,6 +864,7 @@ def _delete_group_rows(c: sqlite3.Connection, group_id: GroupId) -> DeleteCounts
     c.execute("DELETE FROM episode_entities WHERE episode_id IN (SELECT id FROM episodes WHERE group_id = ?)",
               (group_id,))
     c.execute("DELETE FROM aliases WHERE group_id = ?", (group_id,))
+    delete_group_communities(c, group_id)
     tok = group_token(group_id)
     for fts in ("facts_fts", "entities_fts", "episodes_fts"):
         c.execute(f"DELETE FROM {fts} WHERE gtok MATCH ?", (tok,))

@@ -1,0 +1,220 @@
+"""Community upkeep for one group: a full refresh (label propagation), and votes between refreshes.
+
+Graphiti's community update ran in one unbounded pass on the event loop and hung or crashed on real graphs
+(research/graphiti.md, #1397, #836). A refresh here reads active edges in chunks (pausing for ingestion
+between them), propagates labels in a worker thread, and stops when its time bound runs out, keeping its
+state so the next refresh of the group resumes where it stopped; cancelling it stops the thread at its next
+block of nodes. Only communities whose fingerprint changed are summarised and embedded: a refresh of an
+unchanged graph does no summary work at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import anyio
+import anyio.to_thread
+
+from mnemobus.engine.community_summary import OfflineSummariser, Sketch, Summariser
+from mnemobus.engine.embed import Embedder
+from mnemobus.engine.label_propagation import Found, Propagation
+from mnemobus.groups import GroupId
+from mnemobus.metrics import CommunityMetrics
+from mnemobus.store.communities import Community, CommunityStore, Edge
+from mnemobus.store.contract import GraphStore, neighbourhood
+
+log = logging.getLogger("mnemobus.engine.communities")
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshSettings:
+    chunk_size: int = 5000  # active edges per read
+    time_budget_s: float = 10.0  # one refresh slice; the next refresh resumes a sliced one
+    max_iterations: int = 20
+    summary_members: int = 5  # central members a summary names
+    summary_facts: int = 5  # central facts a summary states
+    summary_concurrency: int = 2  # summaries (LLM calls) in flight
+    vote_neighbours: int = 50  # facts read to find a new entity's neighbours
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshOutcome:
+    group_id: GroupId
+    finished: bool  # False: the time bound ran out; the next refresh of the group resumes
+    edges: int = 0
+    communities: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    dropped: int = 0
+    summaries: int = 0  # summary work done (0 on an unchanged graph)
+    seconds: float = 0.0
+
+
+@dataclass
+class _Run:
+    """A refresh in progress: what has been read, and the propagation state."""
+
+    cursor: str | None = None
+    read_done: bool = False
+    edges: list[Edge] = field(default_factory=list)
+    propagation: Propagation | None = None
+
+
+async def _no_pause() -> None:
+    return None
+
+
+def _breathe() -> bool:
+    """Between blocks of nodes: hand the GIL over, so the event loop (recall, ingestion) runs at once rather
+    than at the interpreter's next forced switch (5 ms)."""
+    time.sleep(0)
+    return False
+
+
+class CommunityRefresher:
+    def __init__(self, store: GraphStore, embedder: Embedder | None, *, settings: RefreshSettings | None = None,
+                 summariser: Summariser | None = None, metrics: CommunityMetrics | None = None,
+                 pause: Callable[[], Awaitable[None]] = _no_pause) -> None:
+        if not isinstance(store, CommunityStore):
+            raise TypeError(f"the {store.name} store does not keep communities")
+        self.store = store
+        self.communities: CommunityStore = store
+        self.embedder = embedder
+        self.settings = settings or RefreshSettings()
+        self.summariser = summariser or OfflineSummariser()
+        self.metrics = metrics or CommunityMetrics()
+        self.pause = pause  # awaited before each chunk: the worker's "ingestion is idle"
+        self.threads_running = 0  # propagation threads alive (a cancelled one ends at its next block)
+        self._runs: dict[GroupId, _Run] = {}
+        self._threads_lock = threading.Lock()
+
+    def resumable(self, group_id: GroupId) -> bool:
+        """A sliced refresh of the group is waiting to be resumed."""
+        return group_id in self._runs
+
+    async def refresh(self, group_id: GroupId) -> RefreshOutcome:
+        started = time.monotonic()
+        deadline = started + self.settings.time_budget_s
+        try:
+            outcome = await self._refresh(group_id, deadline, started)
+        except BaseException as exc:
+            self._runs.pop(group_id, None)
+            self.metrics.refreshes.labels(
+                outcome="cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "failed").inc()
+            raise
+        self.metrics.refresh_seconds.observe(outcome.seconds)
+        self.metrics.refreshes.labels(outcome="finished" if outcome.finished else "sliced").inc()
+        if outcome.finished:
+            self.metrics.last_refresh.set(time.time())
+        return outcome
+
+    async def _refresh(self, group_id: GroupId, deadline: float, started: float) -> RefreshOutcome:
+        run = self._runs.setdefault(group_id, _Run())
+        while not run.read_done:  # always at least one chunk per slice, so short slices still progress
+            await self.pause()
+            edges, run.cursor = await self.communities.active_edges(group_id, run.cursor, self.settings.chunk_size)
+            run.edges.extend(edges)
+            run.read_done = run.cursor is None
+            if not run.read_done and time.monotonic() > deadline:
+                return RefreshOutcome(group_id, finished=False, edges=len(run.edges),
+                                      seconds=time.monotonic() - started)
+        if run.propagation is None:
+            run.propagation = await anyio.to_thread.run_sync(Propagation, run.edges)
+        if not await self._propagate(run.propagation, deadline):
+            return RefreshOutcome(group_id, finished=False, edges=len(run.edges), seconds=time.monotonic() - started)
+        del self._runs[group_id]
+        found = await anyio.to_thread.run_sync(run.propagation.communities, group_id)
+        return await self._store(group_id, found, run, started)
+
+    async def _propagate(self, propagation: Propagation, deadline: float) -> bool:
+        stop = threading.Event()
+
+        def work() -> bool:
+            with self._threads_lock:
+                self.threads_running += 1
+            try:
+                return propagation.run(lambda: _breathe() or stop.is_set() or time.monotonic() > deadline,
+                                       self.settings.max_iterations)
+            finally:
+                with self._threads_lock:
+                    self.threads_running -= 1
+
+        try:
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        finally:
+            stop.set()  # a cancelled wait leaves the thread behind: it stops at its next block
+
+    async def _store(self, group_id: GroupId, found: list[Found], run: _Run, started: float) -> RefreshOutcome:
+        stored = {k.id: k for k in await self.communities.communities(group_id)}
+        changed = [f for f in found if f.id not in stored or stored[f.id].fingerprint != f.fingerprint]
+        drop = sorted(set(stored) - {f.id for f in found})
+        self.metrics.summaries.labels(outcome="skipped").inc(len(found) - len(changed))
+        put = await self._summarised(group_id, changed, run.edges)
+        await self.communities.write_communities(group_id, put, drop, datetime.now(UTC))
+        log.info("communities of %s refreshed: %d communities (%d changed, %d dropped) from %d edges in %.2fs",
+                 group_id, len(found), len(changed), len(drop), len(run.edges), time.monotonic() - started)
+        return RefreshOutcome(group_id, finished=True, edges=len(run.edges), communities=len(found),
+                              changed=len(changed), unchanged=len(found) - len(changed), dropped=len(drop),
+                              summaries=len(put), seconds=time.monotonic() - started)
+
+    async def _summarised(self, group_id: GroupId, changed: list[Found], edges: list[Edge]) -> list[Community]:
+        if not changed:
+            return []
+        ends = {e.fact_id: (e.subject_id, e.object_id) for e in edges}
+        sketches: list[Sketch] = [Sketch((), ())] * len(changed)
+        texts: list[str] = [""] * len(changed)
+        limiter = anyio.CapacityLimiter(self.settings.summary_concurrency)
+
+        async def one(i: int) -> None:
+            async with limiter:
+                sketches[i] = await self._sketch(group_id, changed[i], ends)
+                texts[i] = await self.summariser.summarise(sketches[i])
+                self.metrics.summaries.labels(outcome="made").inc()
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(changed)):
+                tg.start_soon(one, i)
+        vectors = (await anyio.to_thread.run_sync(self.embedder.embed, texts) if self.embedder is not None
+                   else [None] * len(texts))
+        now = datetime.now(UTC)
+        return [Community(f.id, group_id, f.members, f.fingerprint, text, vector, now)
+                for f, text, vector in zip(changed, texts, vectors, strict=True)]
+
+    async def _sketch(self, group_id: GroupId, found: Found, ends: dict[str, tuple[str, str]]) -> Sketch:
+        """The most central members (most facts inside the community) and the facts between them."""
+        degree: Counter[str] = Counter()
+        for fact_id in found.fact_ids:
+            s, o = ends[fact_id]
+            degree[s] += 1
+            degree[o] += 1
+        central = sorted(found.members, key=lambda m: (-degree[m], m))[: self.settings.summary_members]
+        weight = {fid: degree[ends[fid][0]] + degree[ends[fid][1]] for fid in found.fact_ids}
+        top_facts = sorted(found.fact_ids, key=lambda fid: (-weight[fid], fid))[: self.settings.summary_facts]
+        names = {e.id: e.name for e in await self.store.get_entities(group_id, central)}
+        facts = {f.id: f.fact for f in await self.store.get_facts(group_id, top_facts)}
+        return Sketch(tuple(names[m] for m in central if m in names), tuple(facts[f] for f in top_facts if f in facts))
+
+    async def vote(self, group_id: GroupId, entity_ids: Sequence[str]) -> dict[str, str]:
+        """Entities with no community join the one most of their neighbours belong to (ties: smallest id)."""
+        have = await self.communities.community_of(group_id, entity_ids)
+        joined: dict[str, str] = {}
+        for entity_id in sorted(set(entity_ids) - set(have)):
+            hops = await neighbourhood(self.store, group_id, [entity_id], as_of=datetime.now(UTC), max_hops=1,
+                                       limit=self.settings.vote_neighbours)
+            neighbours = {h.fact.object_id if h.fact.subject_id == entity_id else h.fact.subject_id for h in hops}
+            votes = Counter((await self.communities.community_of(group_id, sorted(neighbours))).values())
+            if not votes:
+                self.metrics.votes.labels(outcome="none").inc()
+                continue
+            top = max(votes.values())
+            winner = min(c for c, n in votes.items() if n == top)
+            if await self.communities.join_community(group_id, winner, entity_id):
+                joined[entity_id] = winner
+                self.metrics.votes.labels(outcome="joined").inc()
+        return joined

@@ -1,0 +1,158 @@
+"""Community refresh and votes on a real SQLite store (issue 39): bounded, resumable, cancellable, and no
+summary work for an unchanged graph."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mnemobus.engine.communities import CommunityRefresher, RefreshSettings
+from mnemobus.engine.embed import HashEmbedder
+from mnemobus.engine.label_propagation import Propagation
+from mnemobus.groups import GroupId
+from mnemobus.metrics import CommunityMetrics
+from mnemobus.store.communities import Edge
+from mnemobus.store.sqlite import SqliteStore
+
+from community_support import cliques, link, person
+
+pytestmark = pytest.mark.anyio
+G = GroupId("g_comm")
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    s = SqliteStore(tmp_path / "c.sqlite3")
+    await s.open()
+    yield s
+    await s.close()
+
+
+def load(store: SqliteStore, entities: list, facts: list) -> None:
+    store.bulk_load_sync([(e, None) for e in entities], [(f, None) for f in facts])
+
+
+def members(found: list) -> list[tuple[str, ...]]:
+    return sorted(f.members for f in found)
+
+
+def test_two_cliques_joined_by_one_fact_are_two_communities_whatever_the_edge_order() -> None:
+    _, facts = cliques(G, [4, 5])
+    edges = [Edge(f.id, f.subject_id, f.object_id) for f in facts]
+    first = Propagation(edges)
+    assert first.run(lambda: False, 20)
+    shuffled = edges[:]
+    random.Random(7).shuffle(shuffled)
+    again = Propagation(shuffled)
+    again.run(lambda: False, 20)
+    assert members(first.communities(G)) == members(again.communities(G))
+    assert [len(m) for m in members(first.communities(G))] == [4, 5]
+    assert [f.fingerprint for f in first.communities(G)] == [f.fingerprint for f in again.communities(G)]
+
+
+def test_a_fingerprint_changes_when_a_fact_inside_the_community_changes() -> None:
+    _, facts = cliques(G, [4, 5])
+    edges = [Edge(f.id, f.subject_id, f.object_id) for f in facts]
+    before = Propagation(edges)
+    before.run(lambda: False, 20)
+    a, b = edges[0].subject_id, edges[0].object_id
+    after = Propagation([*edges, Edge("another fact", a, b)])
+    after.run(lambda: False, 20)
+    changed = {f.members: f.fingerprint for f in before.communities(G)} != {
+        f.members: f.fingerprint for f in after.communities(G)}
+    assert changed
+    assert sum(x.fingerprint == y.fingerprint for x, y in zip(before.communities(G), after.communities(G))) == 1
+
+
+async def test_a_refresh_stores_each_community_with_a_summary_of_its_central_members(store: SqliteStore) -> None:
+    entities, facts = cliques(G, [3, 4])
+    hub = person(G, "hub")
+    load(store, [*entities, hub], [*facts, *(link(G, hub, "leads", e) for e in entities[3:])])
+    outcome = await CommunityRefresher(store, HashEmbedder()).refresh(G)
+    assert (outcome.finished, outcome.communities, outcome.summaries) == (True, 2, 2)
+    stored = {len(k.members): k for k in await store.communities(G)}
+    assert stored[5].summary.startswith("Hub, ")  # the most connected member is named first
+    assert "Hub leads K1_0" in stored[5].summary and stored[5].embedding is not None
+    hits = await store.search_communities_vector(G, HashEmbedder().embed([stored[5].summary])[0], 1)
+    assert hits[0].id == stored[5].id
+
+
+async def test_a_second_refresh_of_an_unchanged_graph_does_no_summary_work(store: SqliteStore) -> None:
+    entities, facts = cliques(G, [3, 4, 5], bridges=2)
+    load(store, entities, facts)
+    metrics = CommunityMetrics()
+    refresher = CommunityRefresher(store, HashEmbedder(), metrics=metrics)
+    first = await refresher.refresh(G)
+    second = await refresher.refresh(G)
+    assert first.summaries == 3
+    assert (second.finished, second.changed, second.unchanged, second.summaries) == (True, 0, 3, 0)
+    assert metrics.summaries.labels(outcome="made")._value.get() == 3
+    assert metrics.summaries.labels(outcome="skipped")._value.get() == 3
+
+
+async def test_a_community_that_changed_is_summarised_again_and_only_it(store: SqliteStore) -> None:
+    entities, facts = cliques(G, [3, 4], bridges=0)
+    load(store, entities, facts)
+    refresher = CommunityRefresher(store, HashEmbedder())
+    await refresher.refresh(G)
+    newcomer = person(G, "newcomer")
+    load(store, [newcomer], [link(G, newcomer, "knows", entities[0]), link(G, newcomer, "likes", entities[1])])
+    again = await refresher.refresh(G)
+    assert (again.changed, again.unchanged, again.summaries) == (1, 1, 1)
+
+
+async def test_a_refresh_out_of_time_resumes_where_it_stopped_and_ends_with_the_same_communities(
+        store: SqliteStore, tmp_path: Path) -> None:
+    entities, facts = cliques(G, [6, 7, 8], bridges=2)
+    load(store, entities, facts)
+    sliced = CommunityRefresher(store, None, settings=RefreshSettings(chunk_size=10, time_budget_s=0.0))
+    slices = 1
+    while not (await sliced.refresh(G)).finished:
+        assert sliced.resumable(G)
+        slices += 1
+    assert slices > 3  # one chunk of ten edges per slice: 78 edges
+    in_one = SqliteStore(tmp_path / "one.sqlite3")
+    await in_one.open()
+    load(in_one, entities, facts)
+    await CommunityRefresher(in_one, None).refresh(G)
+    assert [k.members for k in await store.communities(G)] == [k.members for k in await in_one.communities(G)]
+    await in_one.close()
+
+
+async def test_cancelling_a_refresh_stops_its_thread_and_writes_nothing(store: SqliteStore) -> None:
+    people = [person(G, f"p{i}") for i in range(20_000)]
+    rng = random.Random(3)
+    chain = [link(G, people[i], "knows", people[(i * 7919 + rng.randrange(50)) % len(people)])
+             for i in range(len(people))]
+    load(store, people, [f for f in {f.id: f for f in chain}.values() if f.subject_id != f.object_id])
+    refresher = CommunityRefresher(store, None, settings=RefreshSettings(max_iterations=10_000))
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(refresher.refresh, G)
+            while refresher.threads_running == 0:
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        while refresher.threads_running:  # the abandoned thread notices at its next block of nodes
+            await anyio.sleep(0.01)
+    assert await store.communities(G) == []
+    assert not refresher.resumable(G)
+    assert refresher.metrics.refreshes.labels(outcome="cancelled")._value.get() == 1
+
+
+async def test_a_new_entity_joins_the_community_most_of_its_neighbours_are_in(store: SqliteStore) -> None:
+    entities, facts = cliques(G, [4, 4], bridges=0)
+    load(store, entities, facts)
+    refresher = CommunityRefresher(store, None)
+    await refresher.refresh(G)
+    first, second = entities[:4], entities[4:]
+    newcomer = person(G, "newcomer")
+    load(store, [newcomer], [link(G, newcomer, "knows", first[0]), link(G, newcomer, "knows", second[0]),
+                             link(G, newcomer, "likes", second[1])])
+    joined = await refresher.vote(G, [newcomer.id, second[0].id])
+    theirs = (await store.community_of(G, [second[0].id]))[second[0].id]
+    assert joined == {newcomer.id: theirs}
+    assert refresher.metrics.votes.labels(outcome="joined")._value.get() == 1
