@@ -190,6 +190,9 @@ class _Reader:
             return placeholder
         if tok.lemma_.lower() in lex.PETS and self.mine(tok) and (named := self.appos_name(tok)):
             return _Name(named, "pet")
+        if _namelike(tok) and any(c.dep_ == "appos" and self.mine(c) and self.kin_word(c) is not None
+                                  for c in tok.children):
+            return _Name(self.compound(tok), "person")  # "Hana, my fiancée, is ...": a person, whatever NER says
         span = self.ent(tok)
         if span is not None and span.label_ in ("DATE", "TIME"):
             return None  # "on Fridays", "last year": when, not what
@@ -440,7 +443,7 @@ class _Reader:
             return
         if role is not None:
             named = self.appos_name(tok) or self.called(tok) or (  # "Andrei, my partner, works ..."
-                self.proper(tok.head) if tok.dep_ == "appos" and tok.head.pos_ == "PROPN" else None)
+                self.proper(tok.head) if tok.dep_ == "appos" and _namelike(tok.head) else None)
             if named is not None:
                 person = _Name(named, "person")
                 self.add(person, f"{role}_of", self.me)
@@ -1385,8 +1388,11 @@ class _Reader:
             preps = [(p.lower_, o) for p in a.children if p.dep_ == "prep" for o in p.children if o.dep_ == "pobj"]
             preps += [("to", x) for x in a.children if x.dep_ == "xcomp" and any(  # "allergic to shellfish" read
                 c.lower_ == "to" and c.dep_ == "aux" for c in x.children)]
+            def adj_relation(prep: str) -> str | None:  # "engaged to": the word as said (its lemma is "engage")
+                return lex.ADJ_RELATIONS.get((word, prep)) or lex.ADJ_RELATIONS.get((a.lower_, prep))
+
             for prep, o in preps:
-                relation = lex.ADJ_RELATIONS.get((word, prep))
+                relation = adj_relation(prep)
                 obj = self.name(o)
                 if relation is None or obj is None:
                     continue
@@ -1396,7 +1402,7 @@ class _Reader:
                     continue
                 self.add(subject, relation, obj, when)
             state = self.state(a)
-            if state is not None and not any(lex.ADJ_RELATIONS.get((word, p)) for p, _ in preps):
+            if state is not None and not any(adj_relation(p) for p, _ in preps):
                 if negated or ended or past:  # "I'm not vegan (any more)": a denial ends, never confirms
                     self.end(subject, "is", _Name(state, "concept"), "past tense" if past else "no longer"
                              if ended else "not", past=past)
@@ -1473,6 +1479,12 @@ def _medicine(tok: Token) -> bool:
 def _timeish(tok: Token) -> bool:
     """"every Sunday", "most Thursdays", "in March": a time word, never a name beside a noun."""
     return tok.ent_type_ in ("DATE", "TIME") or tok.lower_.rstrip("s") in lex.TIME_WORDS
+
+
+def _namelike(tok: Token) -> bool:
+    """A name, or a capitalised word the tagger took for a noun at the start of a sentence ("Tomasz, my brother,
+    ..." tagged NN)."""
+    return tok.pos_ == "PROPN" or (tok.pos_ == "NOUN" and tok.text[:1].isupper() and tok.text[1:].islower())
 
 
 def _looks_proper(tok: Token) -> bool:

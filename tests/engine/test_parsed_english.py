@@ -309,3 +309,20 @@ def test_a_job_at_a_firm_that_is_old_quit_or_to_come_is_not_held() -> None:
 
 def test_a_pets_name_said_as_a_name_is_the_pet() -> None:
     assert triples("Our cat's name is Miso.") == {("Rosa", "has_pet", "Miso"), ("Miso", "is_a", "cat")}
+
+
+def test_a_name_with_a_relative_between_commas_is_a_person_whatever_the_copula_says_of_them() -> None:
+    assert triples("Hana, my fiancée, is a dentist.") == {("Hana", "fiance_of", "Rosa"), ("Hana", "works_as", "dentist")}
+
+
+def test_a_name_the_tagger_read_as_a_noun_at_the_start_still_takes_its_apposition() -> None:
+    assert {("Tomasz", "brother_of", "Rosa"), ("Tomasz", "works_as", "chef")} <= triples(
+        "Tomasz, my brother, is a chef in Leeds.")
+
+
+def test_a_capitalised_word_with_no_relative_beside_it_is_no_person() -> None:
+    assert triples("Dinner, my favourite meal, is late today.") == set()
+
+
+def test_getting_engaged_to_someone_is_being_engaged_to_them_not_a_state() -> None:
+    assert triples("I got engaged to Marco.") == {("Rosa", "engaged_to", "Marco")}
