@@ -357,6 +357,21 @@ class _Reader:
                                             subject.type, otype, _EDGES.get(relation, "semantic"), when,
                                             others))
 
+    def done_to_me(self, verb: Token) -> bool:
+        """"The doctor put me on metformin last month": a row of lex.DONE_TO_ME whose object is the speaker states
+        the speaker's fact (from when the sentence says), whoever did it. True when the clause was such a row."""
+        lemma = verb.lemma_.lower()
+        rows = [(prep, rel_) for (verb_, prep), rel_ in lex.DONE_TO_ME.items() if verb_ == lemma]
+        if not rows or not any(o.lower_ in _FIRST_PERSON for o in self.objects(verb)):
+            return False
+        if self.conditional(verb) or self.negated(verb) or self.future(verb):
+            return True
+        for prep, relation in rows:
+            for _, o in self.pobjs(verb, (prep,)):  # a medicine, not "the rota" or "the spot"
+                if (relation != "takes" or _medicine(o)) and (obj := self.name(o)) is not None and not obj.speaker:
+                    self.add(self.me, relation, replace(obj, type="concept"), self.when(verb, False))
+        return True
+
     def table_ending(self, verb: Token, subj_tok: Token, subject: _Name) -> bool:
         """A verb of the relation table's enders ("divorced", "broke up with", "left", "retired", "took me off",
         "passed away", "sold"): the facts it ends, whichever relation held them. A gerund after it ("stopped
@@ -654,7 +669,7 @@ class _Reader:
                 lemma == "get" and any(c.dep_ == "acomp" for c in verb.children)):  # "I got married to Sam"
             self.copula(verb, subject)
             return
-        if self.table_ending(verb, subj_tok, subject):
+        if self.table_ending(verb, subj_tok, subject) or self.done_to_me(verb):
             return
         if lemma in ("go", "turn") and (state := next((self.state(c) for c in verb.children if c.dep_ in (
                 "acomp", "attr", "oprd", "dobj", "advmod") and self.state(c)), None)) is not None:

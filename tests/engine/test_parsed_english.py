@@ -326,3 +326,13 @@ def test_a_capitalised_word_with_no_relative_beside_it_is_no_person() -> None:
 
 def test_getting_engaged_to_someone_is_being_engaged_to_them_not_a_state() -> None:
     assert triples("I got engaged to Marco.") == {("Rosa", "engaged_to", "Marco")}
+
+
+def test_a_medicine_someone_put_the_speaker_on_is_taken_from_then() -> None:
+    assert dated("The doctor put me on metformin last month.") == {
+        ("Rosa", "takes", "metformin"): datetime(2026, 5, 16, tzinfo=UTC)}
+    assert triples("My GP switched me to citalopram.") == {("Rosa", "takes", "citalopram")}
+
+
+def test_being_put_on_a_rota_or_a_medicine_maybe_takes_nothing() -> None:
+    assert triples("He put me on the rota.") == set() and triples("The doctor might put me on statins.") == set()
