@@ -174,6 +174,7 @@ VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] 
     ("employ", None, "by", "works_at", "organization", None),
     ("marry", None, "dobj", "is_married_to", "person", None),
     ("marry", None, "to", "is_married_to", "person", None),
+    ("engage", None, "to", "engaged_to", "person", None),
     ("cycle", None, "to", "cycles_to", None, None),
     ("learn", None, "dobj", "learning", None, None),
 )

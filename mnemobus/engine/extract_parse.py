@@ -1342,7 +1342,8 @@ class _Reader:
                 self.say(deny, subject, "lives_in", replace(obj, type="place"), when)  # "we've been in Ghent since 2017"
                 return True
             if prep == "at" and o.pos_ == "PROPN" and o.ent_type_ not in ("LOC", "FAC", "EVENT", "DATE", "TIME") \
-                    and lex.PRESENT_WORDS & {c.lower_ for c in verb.subtree}:  # "I'm at PwC now"
+                    and (lex.PRESENT_WORDS & {c.lower_ for c in verb.subtree} or (deny and self.no_longer(verb))):
+                # "I'm at PwC now"; "I'm not at Arup any more" ends it
                 self.say(deny, subject, "works_at", replace(obj, type="organization"), when)
                 return True
             if prep == "off" and _medicine(o):  # "I'm off the pills now"

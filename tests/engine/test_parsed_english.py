@@ -336,3 +336,12 @@ def test_a_medicine_someone_put_the_speaker_on_is_taken_from_then() -> None:
 
 def test_being_put_on_a_rota_or_a_medicine_maybe_takes_nothing() -> None:
     assert triples("He put me on the rota.") == set() and triples("The doctor might put me on statins.") == set()
+
+
+def test_no_longer_engaged_to_someone_ends_the_engagement() -> None:
+    assert [(e.relation, e.object) for e in read("I'm no longer engaged to Marco.").endings] == [("engaged_to", "Marco")]
+
+
+def test_not_at_a_firm_any_more_ends_the_job_there_and_not_today_ends_nothing() -> None:
+    assert [(e.relation, e.object) for e in read("I'm not at Arup anymore.").endings] == [("works_at", "Arup")]
+    assert read("I'm not at Arup today.").endings == ()
