@@ -130,7 +130,8 @@ PRESENT_WORDS = frozenset({"now", "nowadays", "days", "currently"})
 MEDICINE_STEMS = ("pine", "olol", "pril", "sartan", "statin", "statins", "formin", "prazole", "cillin", "mycin",
                   "cycline", "floxacin", "azole", "oxetine", "aline", "pam", "lam", "done", "sone", "solone",
                   "thyroxine", "mab", "tide", "gliptin", "gliflozin", "parin", "xaban", "triptan", "setron", "tidine",
-                  "profen", "fenac", "codeine", "morphine", "lithium", "insulin")
+                  "profen", "fenac", "codeine", "morphine", "lithium", "insulin", "opram", "afaxine", "azepine",
+                  "etamol")
 MEDICINE_WORDS = frozenset("""medication medications medicine meds pills tablets antidepressants antibiotics
 steroids insulin hrt chemo chemotherapy methadone inhaler warfarin aspirin paracetamol ibuprofen""".split())
 
@@ -173,9 +174,15 @@ VERB_ROWS: tuple[tuple[str, str | None, str, str, str | None, str | None], ...] 
     ("employ", None, "by", "works_at", "organization", None),
     ("marry", None, "dobj", "is_married_to", "person", None),
     ("marry", None, "to", "is_married_to", "person", None),
+    ("engage", None, "to", "engaged_to", "person", None),
     ("cycle", None, "to", "cycles_to", None, None),
     ("learn", None, "dobj", "learning", None, None),
 )
+
+# what someone else does to the speaker that the speaker then holds: "the doctor put me on metformin", "they
+# started me on insulin", "my GP switched me to citalopram": (verb lemma, preposition) -> the speaker's relation
+DONE_TO_ME = {("put", "on"): "takes", ("start", "on"): "takes", ("switch", "to"): "takes", ("switch", "onto"): "takes",
+              ("move", "onto"): "takes"}
 
 # courses someone starts, does or finishes: "I'm starting a master's next year", "doing a PhD"
 DEGREES = frozenset("""master masters phd doctorate degree mba bachelor bachelors diploma apprenticeship course

@@ -190,6 +190,9 @@ class _Reader:
             return placeholder
         if tok.lemma_.lower() in lex.PETS and self.mine(tok) and (named := self.appos_name(tok)):
             return _Name(named, "pet")
+        if _namelike(tok) and any(c.dep_ == "appos" and self.mine(c) and self.kin_word(c) is not None
+                                  for c in tok.children):
+            return _Name(self.compound(tok), "person")  # "Hana, my fiancée, is ...": a person, whatever NER says
         span = self.ent(tok)
         if span is not None and span.label_ in ("DATE", "TIME"):
             return None  # "on Fridays", "last year": when, not what
@@ -354,6 +357,21 @@ class _Reader:
                                             subject.type, otype, _EDGES.get(relation, "semantic"), when,
                                             others))
 
+    def done_to_me(self, verb: Token) -> bool:
+        """"The doctor put me on metformin last month": a row of lex.DONE_TO_ME whose object is the speaker states
+        the speaker's fact (from when the sentence says), whoever did it. True when the clause was such a row."""
+        lemma = verb.lemma_.lower()
+        rows = [(prep, rel_) for (verb_, prep), rel_ in lex.DONE_TO_ME.items() if verb_ == lemma]
+        if not rows or not any(o.lower_ in _FIRST_PERSON for o in self.objects(verb)):
+            return False
+        if self.conditional(verb) or self.negated(verb) or self.future(verb):
+            return True
+        for prep, relation in rows:
+            for _, o in self.pobjs(verb, (prep,)):  # a medicine, not "the rota" or "the spot"
+                if (relation != "takes" or _medicine(o)) and (obj := self.name(o)) is not None and not obj.speaker:
+                    self.add(self.me, relation, replace(obj, type="concept"), self.when(verb, False))
+        return True
+
     def table_ending(self, verb: Token, subj_tok: Token, subject: _Name) -> bool:
         """A verb of the relation table's enders ("divorced", "broke up with", "left", "retired", "took me off",
         "passed away", "sold"): the facts it ends, whichever relation held them. A gerund after it ("stopped
@@ -440,7 +458,7 @@ class _Reader:
             return
         if role is not None:
             named = self.appos_name(tok) or self.called(tok) or (  # "Andrei, my partner, works ..."
-                self.proper(tok.head) if tok.dep_ == "appos" and tok.head.pos_ == "PROPN" else None)
+                self.proper(tok.head) if tok.dep_ == "appos" and _namelike(tok.head) else None)
             if named is not None:
                 person = _Name(named, "person")
                 self.add(person, f"{role}_of", self.me)
@@ -651,7 +669,7 @@ class _Reader:
                 lemma == "get" and any(c.dep_ == "acomp" for c in verb.children)):  # "I got married to Sam"
             self.copula(verb, subject)
             return
-        if self.table_ending(verb, subj_tok, subject):
+        if self.table_ending(verb, subj_tok, subject) or self.done_to_me(verb):
             return
         if lemma in ("go", "turn") and (state := next((self.state(c) for c in verb.children if c.dep_ in (
                 "acomp", "attr", "oprd", "dobj", "advmod") and self.state(c)), None)) is not None:
@@ -1324,7 +1342,8 @@ class _Reader:
                 self.say(deny, subject, "lives_in", replace(obj, type="place"), when)  # "we've been in Ghent since 2017"
                 return True
             if prep == "at" and o.pos_ == "PROPN" and o.ent_type_ not in ("LOC", "FAC", "EVENT", "DATE", "TIME") \
-                    and lex.PRESENT_WORDS & {c.lower_ for c in verb.subtree}:  # "I'm at PwC now"
+                    and (lex.PRESENT_WORDS & {c.lower_ for c in verb.subtree} or (deny and self.no_longer(verb))):
+                # "I'm at PwC now"; "I'm not at Arup any more" ends it
                 self.say(deny, subject, "works_at", replace(obj, type="organization"), when)
                 return True
             if prep == "off" and _medicine(o):  # "I'm off the pills now"
@@ -1385,8 +1404,11 @@ class _Reader:
             preps = [(p.lower_, o) for p in a.children if p.dep_ == "prep" for o in p.children if o.dep_ == "pobj"]
             preps += [("to", x) for x in a.children if x.dep_ == "xcomp" and any(  # "allergic to shellfish" read
                 c.lower_ == "to" and c.dep_ == "aux" for c in x.children)]
+            def adj_relation(prep: str) -> str | None:  # "engaged to": the word as said (its lemma is "engage")
+                return lex.ADJ_RELATIONS.get((word, prep)) or lex.ADJ_RELATIONS.get((a.lower_, prep))
+
             for prep, o in preps:
-                relation = lex.ADJ_RELATIONS.get((word, prep))
+                relation = adj_relation(prep)
                 obj = self.name(o)
                 if relation is None or obj is None:
                     continue
@@ -1396,7 +1418,7 @@ class _Reader:
                     continue
                 self.add(subject, relation, obj, when)
             state = self.state(a)
-            if state is not None and not any(lex.ADJ_RELATIONS.get((word, p)) for p, _ in preps):
+            if state is not None and not any(adj_relation(p) for p, _ in preps):
                 if negated or ended or past:  # "I'm not vegan (any more)": a denial ends, never confirms
                     self.end(subject, "is", _Name(state, "concept"), "past tense" if past else "no longer"
                              if ended else "not", past=past)
@@ -1473,6 +1495,12 @@ def _medicine(tok: Token) -> bool:
 def _timeish(tok: Token) -> bool:
     """"every Sunday", "most Thursdays", "in March": a time word, never a name beside a noun."""
     return tok.ent_type_ in ("DATE", "TIME") or tok.lower_.rstrip("s") in lex.TIME_WORDS
+
+
+def _namelike(tok: Token) -> bool:
+    """A name, or a capitalised word the tagger took for a noun at the start of a sentence ("Tomasz, my brother,
+    ..." tagged NN)."""
+    return tok.pos_ == "PROPN" or (tok.pos_ == "NOUN" and tok.text[:1].isupper() and tok.text[1:].islower())
 
 
 def _looks_proper(tok: Token) -> bool:

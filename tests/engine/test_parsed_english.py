@@ -309,3 +309,39 @@ def test_a_job_at_a_firm_that_is_old_quit_or_to_come_is_not_held() -> None:
 
 def test_a_pets_name_said_as_a_name_is_the_pet() -> None:
     assert triples("Our cat's name is Miso.") == {("Rosa", "has_pet", "Miso"), ("Miso", "is_a", "cat")}
+
+
+def test_a_name_with_a_relative_between_commas_is_a_person_whatever_the_copula_says_of_them() -> None:
+    assert triples("Hana, my fiancée, is a dentist.") == {("Hana", "fiance_of", "Rosa"), ("Hana", "works_as", "dentist")}
+
+
+def test_a_name_the_tagger_read_as_a_noun_at_the_start_still_takes_its_apposition() -> None:
+    assert {("Tomasz", "brother_of", "Rosa"), ("Tomasz", "works_as", "chef")} <= triples(
+        "Tomasz, my brother, is a chef in Leeds.")
+
+
+def test_a_capitalised_word_with_no_relative_beside_it_is_no_person() -> None:
+    assert triples("Dinner, my favourite meal, is late today.") == set()
+
+
+def test_getting_engaged_to_someone_is_being_engaged_to_them_not_a_state() -> None:
+    assert triples("I got engaged to Marco.") == {("Rosa", "engaged_to", "Marco")}
+
+
+def test_a_medicine_someone_put_the_speaker_on_is_taken_from_then() -> None:
+    assert dated("The doctor put me on metformin last month.") == {
+        ("Rosa", "takes", "metformin"): datetime(2026, 5, 16, tzinfo=UTC)}
+    assert triples("My GP switched me to citalopram.") == {("Rosa", "takes", "citalopram")}
+
+
+def test_being_put_on_a_rota_or_a_medicine_maybe_takes_nothing() -> None:
+    assert triples("He put me on the rota.") == set() and triples("The doctor might put me on statins.") == set()
+
+
+def test_no_longer_engaged_to_someone_ends_the_engagement() -> None:
+    assert [(e.relation, e.object) for e in read("I'm no longer engaged to Marco.").endings] == [("engaged_to", "Marco")]
+
+
+def test_not_at_a_firm_any_more_ends_the_job_there_and_not_today_ends_nothing() -> None:
+    assert [(e.relation, e.object) for e in read("I'm not at Arup anymore.").endings] == [("works_at", "Arup")]
+    assert read("I'm not at Arup today.").endings == ()
