@@ -147,7 +147,8 @@ async def _finish(store: Neo4jStore, groups: Sequence[GroupId]) -> DeleteCounts:
         while True:
             async def batch(tx: AsyncManagedTransaction, g: str = g) -> tuple[DeleteCounts, bool]:
                 counts, gone = await erase_rows(tx, g, DELETE_BATCH)
-                if gone:
+                if gone:  # counted again: a write that started while the batches ran is refused too
+                    await run_rows(tx, COUNT_ERASURE, {"gs": [g]})
                     await run_rows(tx, LEAVE_JOURNAL, {"g": g})
                 return counts, gone
 
