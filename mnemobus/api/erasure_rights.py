@@ -27,6 +27,8 @@ log = logging.getLogger("mnemobus.audit")
 BY_MCP_TOKEN, UNPROVEN = "mcp-token", "open-service"
 #: the operations, as the audit event's kind and the refusal counter's label
 DELETE_GROUP, CLEAR = "group_deleted", "graph_cleared"
+#: groups one audit event lists: 1,000 ids of at most 128 characters stay under half the bus's 256 KiB payload
+AUDIT_MAX_GROUPS = 1000
 
 
 def _owns(svc: MemoryService, owner: str, group: GroupId) -> bool:
@@ -71,10 +73,13 @@ async def _audited(svc: MemoryService, kind: str, actor: str, proof: str, groups
     """The audit event (the user whose group it was, when one group of a known user went), published and logged."""
     owners = [o for o in svc.rt.identity.users if len(groups) == 1 and _owns(svc, o, GroupId(groups[0]))]
     subject = owners[0] if owners else ""
-    event = AuditEvent(kind=kind, actor=actor, proof=proof, subject_user=subject, groups=groups,
+    # a /clear of a big store names more groups than one bus message holds: the event lists the first ones, the
+    # log line says how many there were
+    event = AuditEvent(kind=kind, actor=actor, proof=proof, subject_user=subject, groups=groups[:AUDIT_MAX_GROUPS],
                        episodes=done.episodes, entities=done.entities, facts=done.facts, remaining=0)
-    log.warning("audit: %s (proven by %s) %s %d group(s): %d episodes, %d entities, %d facts", actor, proof, kind,
-                len(groups), done.episodes, done.entities, done.facts)
+    log.warning("audit: %s (proven by %s) %s %d group(s)%s: %d episodes, %d entities, %d facts", actor, proof, kind,
+                len(groups), f" (the event lists the first {AUDIT_MAX_GROUPS})" if len(groups) > AUDIT_MAX_GROUPS
+                else "", done.episodes, done.entities, done.facts)
     await svc.rt.bus.publish(audit_subject(kind), event.to_wire())
 
 

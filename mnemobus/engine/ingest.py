@@ -231,7 +231,12 @@ class Ingestor:
             checked.append((slot, replace(raw, group_id=group, reference_time=when,
                                           created_at=raw.created_at or datetime.now(UTC))))
         # the writes start now: an erasure of their group that commits from here on erases them too
-        seen = await erasures_seen(self.store, [episode.group_id for _, episode in checked])
+        try:
+            seen = await erasures_seen(self.store, [episode.group_id for _, episode in checked])
+        except Exception as exc:  # noqa: BLE001 - StoreUnavailable: each episode reports it, as a failed write would
+            for slot, _ in checked:
+                results[slot] = exc
+            checked, seen = [], None
         stored = await self._already_stored(checked, results)
         fresh: list[tuple[int, Episode, bool]] = []
         for slot, episode in checked:
