@@ -62,7 +62,7 @@ TURNS = {
 TURNS_PER_STATEMENT = 200
 
 
-def _turns_union(n: int) -> str:
+def turns_union(n: int) -> str:
     return " UNION ALL ".join(f"SELECT * FROM (SELECT {i}, {TURNS[1 if i % 2 else -1].removeprefix('SELECT ')})" for i in range(n))
 
 
@@ -307,7 +307,7 @@ class SqliteStore:
             for start in range(0, len(sides), TURNS_PER_STATEMENT):
                 part = sides[start : start + TURNS_PER_STATEMENT]
                 found: list[list[Any]] = [[] for _ in part]
-                rows = c.execute(_turns_union(len(part)), [
+                rows = c.execute(turns_union(len(part)), [
                     v for anchor, t, channel, sign in part for v in (group_id, channel, t + sign * within_s, t, anchor, span)])
                 for r in rows:
                     found[r[0]].append(r[1:])
