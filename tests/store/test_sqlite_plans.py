@@ -11,7 +11,8 @@ import pytest
 from mnemobus.groups import GroupId
 from mnemobus.store.model import Episode
 from mnemobus.store.sqlite import SqliteStore
-from mnemobus.store.sqlite.store import TURNS
+from mnemobus.store.sqlite.group_state import STATE
+from mnemobus.store.sqlite.store import TURNS, TURNS_PER_STATEMENT, turns_union
 from test_conformance import T0  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio
@@ -97,3 +98,25 @@ async def test_the_turns_read_costs_the_same_however_many_turns_of_another_chann
         assert [r[0] for r in rows] == [quiet[0].id]
         costs.append(steps)
     assert costs[1] <= costs[0] * 1.2, costs
+
+
+async def test_the_turns_of_every_anchor_read_in_one_statement_keep_each_sides_seek(tmp_path: Path) -> None:
+    store = await _store_with(tmp_path / "p.sqlite3", [])
+    await store.close()
+    with sqlite3.connect(tmp_path / "p.sqlite3") as c:
+        plan = _plan(c, turns_union(4), 4 * 6)
+        assert plan.count("USING INDEX episodes_turns") == 4, plan
+        assert "TEMP B-TREE" not in plan, plan
+        state = " | ".join(row[3] for row in c.execute(f"EXPLAIN QUERY PLAN {STATE}", {"g": G}))
+        assert "episodes_turns" not in state and "SCAN" not in state.replace("SCAN CONSTANT ROW", ""), state
+
+
+async def test_more_anchors_than_one_statement_holds_still_get_their_turns(tmp_path: Path) -> None:
+    turns = [_turn(i, "c1", T0 + timedelta(minutes=i)) for i in range(2 * TURNS_PER_STATEMENT + 1)]
+    store = await _store_with(tmp_path / "p.sqlite3", turns)
+    anchors = turns[1::2]  # TURNS_PER_STATEMENT anchors: two sides each, two statements
+    found = await store.episode_context(G, [t.id for t in anchors], span=1, within_s=3600)
+    await store.close()
+    got = {(n.anchor_id, n.offset): n.episode.id for n in found}
+    want = {(t.id, side): turns[2 * i + 1 + side].id for i, t in enumerate(anchors) for side in (-1, 1)}
+    assert got == want

@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import dataclass
 
 # the same subqueries the reads asked one at a time, so each keeps its plan (max(rowid) by the group index)
-_STATE = (
+STATE = (
     "SELECT (SELECT epoch FROM group_versions WHERE group_id = :g), (SELECT ver FROM group_versions WHERE group_id = :g),"
     " (SELECT max(rowid) FROM facts WHERE group_id = :g), (SELECT max(rowid) FROM entities WHERE group_id = :g),"
     " (SELECT max(rowid) FROM episodes WHERE group_id = :g)"
@@ -36,5 +36,5 @@ class GroupState:
 
 
 def read_state(c: sqlite3.Connection, group_id: str) -> GroupState:
-    epoch, version, facts, entities, episodes = c.execute(_STATE, {"g": group_id}).fetchone()
+    epoch, version, facts, entities, episodes = c.execute(STATE, {"g": group_id}).fetchone()
     return GroupState(epoch or 0, version or 0, {"facts": facts, "entities": entities, "episodes": episodes})
