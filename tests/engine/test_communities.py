@@ -18,7 +18,7 @@ from mnemobus.metrics import CommunityMetrics
 from mnemobus.store.communities import Edge
 from mnemobus.store.sqlite import SqliteStore
 
-from community_support import cliques, link, person
+from tests.engine.community_support import cliques, link, person
 
 pytestmark = pytest.mark.anyio
 G = GroupId("g_comm")

@@ -4,9 +4,6 @@ the prompt, the prompt cut at its cap, calls capped in flight, the offline summa
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from mnemobus.community_upkeep import build_summariser
@@ -17,18 +14,11 @@ from mnemobus.groups import GroupId
 from mnemobus.metrics import CommunityMetrics, LlmMetrics
 from mnemobus.store.sqlite import SqliteStore
 from tests.engine.community_support import cliques, link, person
+from tests.engine.test_communities import store  # noqa: F401 - one SQLite file per test
 from tests.llm.fake_openai import FakeOpenAI, chat, status
 
 pytestmark = pytest.mark.anyio
 G = GroupId("g_llm_comm")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    s = SqliteStore(tmp_path / "c.sqlite3")
-    await s.open()
-    yield s
-    await s.close()
 
 
 def refresher(store: SqliteStore, fake: FakeOpenAI, metrics: CommunityMetrics, **cfg: int) -> CommunityRefresher:
