@@ -123,6 +123,12 @@ async def test_graph_stats_and_refresh_from_the_command_line(upkeep_api: Api,
     assert '"summaries": 0' in capsys.readouterr().out
 
 
+async def test_graph_stats_over_http_match_the_bus(upkeep_api: Api) -> None:
+    on_bus = await two_clusters(upkeep_api)
+    r = await upkeep_api.http.get(f"/graph/{GROUP}/stats")
+    assert r.status_code == 200 and r.json()["groups"] == [on_bus]
+
+
 async def test_stats_of_a_malformed_group_id_are_refused_naming_the_field(upkeep_api: Api) -> None:
     body, headers = await upkeep_api.nats("graph.stats", {"group_id": "no spaces allowed"})
     assert headers.get("Nats-Service-Error-Code") == "422" and "group_id" in headers["Nats-Service-Error"]
