@@ -93,6 +93,7 @@ class CommunityRefresher:
         self.pause = pause  # awaited before each chunk: the worker's "ingestion is idle"
         self.threads_running = 0  # propagation threads alive (a cancelled one ends at its next block)
         self._runs: dict[GroupId, _Run] = {}
+        self._locks: dict[GroupId, anyio.Lock] = {}  # one refresh of a group at a time (worker and API share one)
         self._threads_lock = threading.Lock()
 
     def resumable(self, group_id: GroupId) -> bool:
@@ -100,6 +101,13 @@ class CommunityRefresher:
         return group_id in self._runs
 
     async def refresh(self, group_id: GroupId) -> RefreshOutcome:
+        """One slice of the group's refresh; a second caller for the same group waits for the first, then runs
+        its own slice (on an unchanged graph that is cheap: no summary work)."""
+        lock = self._locks.setdefault(group_id, anyio.Lock())
+        async with lock:
+            return await self._one_slice(group_id)
+
+    async def _one_slice(self, group_id: GroupId) -> RefreshOutcome:
         started = time.monotonic()
         deadline = started + self.settings.time_budget_s
         try:
