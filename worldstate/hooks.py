@@ -35,9 +35,10 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
 
 @hookimpl
 def mnemobus_probe_domains() -> list[Any]:
+    from worldstate.graph_probes import graph_domain
     from worldstate.probes import BUILTIN_DOMAINS
 
-    return list(BUILTIN_DOMAINS)
+    return [*BUILTIN_DOMAINS, graph_domain]
 
 
 @hookimpl

@@ -8,7 +8,6 @@ are the same as the worker's (mnemobus/engine/communities.py).
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,45 +15,22 @@ from pydantic import BaseModel
 from mnemobus.api.core import MemoryService
 from mnemobus.api.models import Body, GroupIdField
 from mnemobus.community_upkeep import make_refresher
-from mnemobus.engine.communities import CommunityRefresher
+from mnemobus.engine.communities import CommunityRefresher, RefreshOutcome
 from mnemobus.errors import InvalidMessage
 from mnemobus.groups import GroupId
-from mnemobus.store.communities import CommunityStore
+from mnemobus.store.communities import CommunityStore, GraphStats
 
 
 class GraphRequest(Body):
     group_id: GroupIdField | None = None  # None: every group the store holds
 
 
-class GroupStats(BaseModel):
-    group_id: str
-    entities: int
-    active_facts: int
-    ended_facts: int
-    communities: int
-    largest_community: int
-    last_refresh: datetime | None
-    evicted: int
-
-
 class GraphStatsResult(BaseModel):
-    groups: list[GroupStats]
-
-
-class RefreshResult(BaseModel):
-    group_id: str
-    finished: bool
-    edges: int
-    communities: int
-    changed: int
-    unchanged: int
-    dropped: int
-    summaries: int
-    seconds: float
+    groups: list[GraphStats]
 
 
 class GraphRefreshResult(BaseModel):
-    refreshes: list[RefreshResult]
+    refreshes: list[RefreshOutcome]
 
 
 def _communities(svc: MemoryService) -> CommunityStore:
@@ -84,15 +60,12 @@ def refresher_of(svc: MemoryService) -> CommunityRefresher:
 
 async def graph_stats(svc: MemoryService, group_id: str | None) -> GraphStatsResult:
     store = _communities(svc)
-    found = [await store.graph_stats(g) for g in await _groups(svc, group_id)]
-    return GraphStatsResult(groups=[GroupStats(**{k: getattr(s, k) for k in GroupStats.model_fields}) for s in found])
+    return GraphStatsResult(groups=[await store.graph_stats(g) for g in await _groups(svc, group_id)])
 
 
 async def graph_refresh(svc: MemoryService, group_id: str | None) -> GraphRefreshResult:
     refresher = refresher_of(svc)
-    done = [await refresher.refresh(g) for g in await _groups(svc, group_id)]
-    return GraphRefreshResult(refreshes=[RefreshResult(**{k: getattr(o, k) for k in RefreshResult.model_fields})
-                                         for o in done])
+    return GraphRefreshResult(refreshes=[await refresher.refresh(g) for g in await _groups(svc, group_id)])
 
 
 def upkeep_operations(svc: MemoryService) -> dict[str, tuple[type[BaseModel], Any]]:

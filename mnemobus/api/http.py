@@ -24,6 +24,7 @@ from mnemobus.api.callers import WrongKey, caller_of, proven_actor
 from mnemobus.api.core import Forbidden, MemoryService, NotFound, message_query
 from mnemobus.api.erasure_rights import clear_as, delete_group_as
 from mnemobus.api.gdpr import AuditEvent, hard_delete_user
+from mnemobus.api.graph_upkeep import GraphStatsResult, graph_stats
 from mnemobus.api.guards import ErrorGuard, json_bytes
 from mnemobus.api.lifecycle_http import add_lifecycle_routes
 from mnemobus.api.models import (
@@ -160,6 +161,11 @@ def create_app(service: MemoryService) -> FastAPI:
         """mnemobus addition: the group's entities and facts as one self-contained page (docs/graphio.md)."""
         page = await anyio.to_thread.run_sync(page_html, await service.group_export(group_id))
         return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    @app.get("/graph/{group_id}/stats", response_model=GraphStatsResult, dependencies=guarded)
+    async def graph_stats_of(group_id: GroupIdField, service: Served) -> GraphStatsResult:
+        """mnemobus addition: the group's size, communities and upkeep, as `memory.api.graph.stats` answers."""
+        return await graph_stats(service, group_id)
 
     @app.get("/entity-edge/{uuid}", response_model=FactResult, dependencies=guarded)
     async def get_entity_edge(uuid: str, service: Served) -> FactResult:

@@ -18,7 +18,7 @@ from mnemobus.metrics import CommunityMetrics
 from mnemobus.store.communities import Edge
 from mnemobus.store.sqlite import SqliteStore
 
-from community_support import cliques, link, person
+from tests.engine.community_support import cliques, link, person
 
 pytestmark = pytest.mark.anyio
 G = GroupId("g_comm")
@@ -156,3 +156,18 @@ async def test_a_new_entity_joins_the_community_most_of_its_neighbours_are_in(st
     theirs = (await store.community_of(G, [second[0].id]))[second[0].id]
     assert joined == {newcomer.id: theirs}
     assert refresher.metrics.votes.labels(outcome="joined")._value.get() == 1
+
+
+async def test_two_refreshes_of_one_group_at_once_run_one_after_the_other(store: SqliteStore) -> None:
+    entities, facts = cliques(G, [3, 4, 5], bridges=2)
+    load(store, entities, facts)
+    refresher = CommunityRefresher(store, None)
+    outcomes = []
+
+    async def one() -> None:
+        outcomes.append(await refresher.refresh(G))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one)
+        tg.start_soon(one)
+    assert sorted((o.edges, o.summaries) for o in outcomes) == [(len(facts), 0), (len(facts), 3)]

@@ -165,3 +165,15 @@ def test_a_duplicate_window_longer_than_the_streams_max_age_is_refused(tmp_path)
 
 def test_an_mcp_token_shorter_than_16_characters_is_refused_naming_the_field(tmp_path):
     _refused(tmp_path, "mcp:\n  clients:\n    - {name: laptop, token: short}\n", "mcp.clients.0.token")
+
+
+def test_a_zero_community_time_budget_is_refused_naming_the_file_and_field(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("communities:\n  time_budget_s: 0\n")
+    with pytest.raises(ConfigError, match=r"m\.yaml.*communities\.time_budget_s.*greater than 0"):
+        load_settings(f)
+
+
+def test_community_refreshes_every_n_episodes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MNEMOBUS_COMMUNITIES__REFRESH_EVERY_EPISODES", "7")
+    assert load_settings(None).communities.refresh_every_episodes == 7

@@ -83,7 +83,7 @@ def test_hook_mnemobus_probe_domains_a_registered_domain_is_polled(register: Any
 
     register(mnemobus_probe_domains=lambda: [lambda ctx: Domain("billing", ())])
     poller = Poller(types.SimpleNamespace())  # type: ignore[arg-type]
-    assert sorted(d.name for d in poller.domains) == ["billing", "bus", "memory"]
+    assert sorted(d.name for d in poller.domains) == ["billing", "bus", "graph", "memory"]
 
 
 def test_every_hook_has_a_test_named_for_it() -> None:

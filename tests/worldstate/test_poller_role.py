@@ -22,5 +22,5 @@ async def test_role_serves_a_document_once_started_and_returns_on_stop(settings:
                 document = current_document(rt)
                 rt.stop.set()
     assert document is not None
-    assert set(document["domains"]) == {"memory", "bus"}
+    assert set(document["domains"]) == {"memory", "bus", "graph"}
     assert rt.metrics.registry.get_sample_value("mnemobus_worldstate_polls_total") >= 1
