@@ -206,3 +206,13 @@ async def test_migrating_a_group_takes_its_promoted_memories(store: GraphStore, 
     finally:
         await source.close()
     assert await store.promoted(group) == [_memory(group, "p1")]  # type: ignore[attr-defined]
+
+
+async def test_graph_stats_count_what_eviction_removed_in_the_group_only(store: GraphStore, group: GroupId,
+                                                                         other_group: GroupId) -> None:
+    """`graph stats` (issue 39, item 5) reads the life-cycle's eviction totals: one counter, not two."""
+    await _chain(store, group)
+    await _chain(store, other_group)
+    await store.evict(group, RetentionPolicy(ended_days=365), now=NOW)  # type: ignore[attr-defined]
+    assert (await store.graph_stats(group)).evicted == 2  # type: ignore[attr-defined]
+    assert (await store.graph_stats(other_group)).evicted == 0  # type: ignore[attr-defined]

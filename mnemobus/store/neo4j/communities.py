@@ -1,5 +1,5 @@
 """Neo4j's half of CommunityStore: (:Community)-[:HAS_MEMBER]->(:Entity), as Graphiti keeps communities, and one
-(:GroupUpkeep) node per group for its refresh time and eviction counter.
+(:GroupUpkeep) node per group for its refresh time (the eviction totals are the life-cycle's Retention node).
 
 A mixin of Neo4jStore (its `_read_rows` and `_write`). Times are epoch seconds (floats): nothing queries them
 by range, and they come back without the driver's per-value DateTime decoding.
@@ -74,7 +74,7 @@ class Neo4jCommunities:
                                "MATCH (e:Entity {id: mid}) WHERE e.group_id = $g "
                                "OPTIONAL MATCH (:Community)-[prev:HAS_MEMBER]->(e) DELETE prev "
                                "MERGE (c)-[:HAS_MEMBER]->(e)", p)
-            await run_rows(tx, "MERGE (u:GroupUpkeep {group_id: $g}) ON CREATE SET u.evicted = 0 "
+            await run_rows(tx, "MERGE (u:GroupUpkeep {group_id: $g}) "
                                "SET u.refreshed_s = $at", p)
 
         await self._write(work)  # type: ignore[attr-defined]
@@ -110,7 +110,10 @@ class Neo4jCommunities:
             f"RETURN sum(CASE WHEN {ACTIVE} THEN 1 ELSE 0 END) AS active, "
             f"sum(CASE WHEN {ACTIVE} THEN 0 ELSE 1 END) AS ended }} "
             "CALL { MATCH (c:Community {group_id: $g}) RETURN count(c) AS communities, max(c.size) AS largest } "
-            "CALL { OPTIONAL MATCH (u:GroupUpkeep {group_id: $g}) RETURN u.refreshed_s AS refreshed, u.evicted AS evicted } "
+            "CALL { OPTIONAL MATCH (u:GroupUpkeep {group_id: $g}) RETURN u.refreshed_s AS refreshed } "
+            # rows eviction removed so far: the life-cycle's per-group totals (neo4j/lifecycle.py)
+            "CALL { OPTIONAL MATCH (t:Retention {group_id: $g}) "
+            "RETURN coalesce(t.facts, 0) + coalesce(t.entities, 0) AS evicted } "
             "RETURN entities, active, ended, communities, largest, refreshed, evicted", g=group_id)
         r = rows[0]
         return GraphStats(group_id=group_id, entities=int(r["entities"]), active_facts=int(r["active"] or 0),

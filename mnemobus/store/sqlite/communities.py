@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS community_members(
 CREATE INDEX IF NOT EXISTS community_members_community ON community_members(community_id);
 -- per-group upkeep: when communities were last refreshed, and how many rows eviction removed so far
 CREATE TABLE IF NOT EXISTS group_upkeep(
-  group_id TEXT PRIMARY KEY, refreshed_at REAL, evicted INTEGER NOT NULL DEFAULT 0);
+  group_id TEXT PRIMARY KEY, refreshed_at REAL);
 """
 
 ACTIVE = "invalid_at IS NULL AND expired_at IS NULL"
@@ -140,7 +140,9 @@ class SqliteCommunities:
     async def graph_stats(self, group_id: GroupId) -> GraphStats:
         def q(c: sqlite3.Connection) -> GraphStats:
             one: Callable[[str], int] = lambda sql: c.execute(sql, (group_id,)).fetchone()[0]  # noqa: E731
-            upkeep = c.execute("SELECT refreshed_at, evicted FROM group_upkeep WHERE group_id = ?", (group_id,)).fetchone()
+            upkeep = c.execute("SELECT refreshed_at FROM group_upkeep WHERE group_id = ?", (group_id,)).fetchone()
+            # rows eviction removed so far: the life-cycle's per-group totals (sqlite/lifecycle.py)
+            evicted = one("SELECT coalesce(sum(facts + entities), 0) FROM evictions WHERE group_id = ?")
             return GraphStats(
                 group_id=group_id,
                 entities=one("SELECT count(*) FROM entities WHERE group_id = ?"),
@@ -149,7 +151,7 @@ class SqliteCommunities:
                 communities=one("SELECT count(*) FROM communities WHERE group_id = ?"),
                 largest_community=one("SELECT coalesce(max(size), 0) FROM communities WHERE group_id = ?"),
                 last_refresh=_utc(upkeep[0]) if upkeep else None,
-                evicted=int(upkeep[1]) if upkeep else 0,
+                evicted=evicted,
             )
 
         return await self._read(q)  # type: ignore[attr-defined]
