@@ -71,7 +71,7 @@ class System(Api):
                                         headers=self.auth if headers is None else headers)
         return (json.loads(msg.data) if msg.data else {}), dict(msg.headers or {})
 
-    async def ask_agent(self, content: str, *, user: str = "111") -> tuple[dict[str, Any], str]:
+    async def ask_agent(self, content: str, *, user: str = "111", channel: str = "c1") -> tuple[dict[str, Any], str]:
         """A chat request through the plugin: (the reply, the content the executor received)."""
         seen: list[dict[str, Any]] = []
 
@@ -79,7 +79,9 @@ class System(Api):
             seen.append(json.loads(msg.data))
 
         sub = await self.rt.bus.nc.subscribe(subjects.skill_execute("echo"), cb=spy)
-        msg = await self.rt.bus.request(subjects.SKILL_REQUEST, command(content, user=user).to_wire(), 90)
+        req = command(content, user=user)
+        req.source.channel_id = channel
+        msg = await self.rt.bus.request(subjects.SKILL_REQUEST, req.to_wire(), 90)
         await self.rt.bus.flush()
         await sub.unsubscribe()
         return json.loads(msg.data), seen[0]["payload"]["content"]

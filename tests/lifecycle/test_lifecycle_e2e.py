@@ -240,3 +240,13 @@ async def test_cli_graph_evict_dry_run_removes_nothing_and_a_real_run_does(
     assert await run() == 0
     assert f"{JOSH}: removed 1 fact(s)" in capsys.readouterr().out
     assert len((await history(system))["facts"]) == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_a_session_memory_reaches_the_agent_only_in_its_conversation(system: System) -> None:
+    reply = await system.command("/memory promote --scope session --kind decision Keep this thread in French")
+    assert reply["ok"], reply  # the command came from channel c1
+    _, here = await system.ask_agent("hello", channel="c1")
+    _, elsewhere = await system.ask_agent("hello", channel="c2")
+    assert "- decision: Keep this thread in French" in here.splitlines()
+    assert "Keep this thread in French" not in elsewhere
