@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from neo4j import AsyncManagedTransaction
 
 from mnemobus.groups import GroupId
-from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, evict_in_chunks, in_sessions
+from mnemobus.store.lifecycle import (Eviction, Promoted, PromotedReads, RetentionPolicy, evict_in_chunks,
+                                      in_sessions)
 from mnemobus.store.neo4j.cypher import BUMP_VERSIONS, NEW_EPOCH
 from mnemobus.store.neo4j.overlay import EPOCH, as_datetime
 from mnemobus.store.neo4j.rows import run_rows, utc_or_none
@@ -116,7 +117,7 @@ def _promoted_of(r: dict[str, Any]) -> Promoted:
                     author=r["author"], created_at=as_datetime(r["created_at"]), session=r.get("session"))  # type: ignore[arg-type]
 
 
-class Neo4jLifecycle:
+class Neo4jLifecycle(PromotedReads):
     """`Lifecycle` over the store's sessions."""
 
     if TYPE_CHECKING:  # provided by Neo4jStore
@@ -178,9 +179,13 @@ class Neo4jLifecycle:
             {"id": m.id, "g": m.group_id, "kind": m.kind, "scope": m.scope, "text": m.text, "author": m.author,
              "at": utc_or_none(m.created_at), "session": m.session}))
 
-    async def promoted(self, group_id: GroupId, sessions: Sequence[str | None] | None = None) -> list[Promoted]:
-        rows = await self._read_rows(f"MATCH (n:Promoted {{group_id: $g}}) RETURN {PROMOTED_PROPS} "
-                                     "ORDER BY n.created_at, n.id", g=group_id)
+    async def promoted_of(self, group_ids: Sequence[GroupId],
+                          sessions: Sequence[str | None] | None = None) -> list[Promoted]:
+        ids = list(dict.fromkeys(group_ids))
+        if not ids:
+            return []
+        rows = await self._read_rows(f"MATCH (n:Promoted) WHERE n.group_id IN $gs RETURN {PROMOTED_PROPS} "
+                                     "ORDER BY n.created_at, n.id", gs=ids)
         return in_sessions([_promoted_of(r) for r in rows], sessions)
 
     async def delete_promoted(self, group_id: GroupId, memory_id: str) -> bool:
