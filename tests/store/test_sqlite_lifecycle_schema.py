@@ -10,6 +10,7 @@ import pytest
 
 from mnemobus.groups import GroupId
 from mnemobus.store.lifecycle import Promoted
+from mnemobus.store.model import Episode
 from mnemobus.store.sqlite import SCHEMA_VERSION, SqliteStore
 from test_conformance import episode, put  # same folder (pytest prepend import mode)
 
@@ -17,17 +18,23 @@ pytestmark = pytest.mark.anyio
 G = GroupId("user_schema")
 
 
+async def schema_4_file(path: Path, kept: Episode) -> None:
+    """A file holding `kept`, as schema 4 left it: no eviction totals, no promoted memories."""
+    fresh = SqliteStore(path)
+    await fresh.open()
+    try:
+        await put(fresh, episodes=[kept])
+    finally:
+        await fresh.close()
+    with sqlite3.connect(path) as conn:
+        conn.executescript("DROP TABLE evictions; DROP TABLE promoted;"
+                           " UPDATE meta SET value = '4' WHERE key = 'schema_version';")
+
+
 async def test_a_file_from_schema_4_opens_keeps_its_rows_and_holds_promoted_memories(tmp_path: Path) -> None:
     path = tmp_path / "schema4.sqlite3"
-    store = SqliteStore(path)
-    await store.open()
     old = episode(G, "m1", "I live in Lyon.")
-    await put(store, episodes=[old])
-    await store.close()
-    with sqlite3.connect(path) as conn:  # the file as schema 4 left it
-        conn.execute("DROP TABLE evictions")
-        conn.execute("DROP TABLE promoted")
-        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    await schema_4_file(path, old)
     memory = Promoted(id="p1", group_id=G, kind="lesson", scope="user", text="pin versions", author="josh",
                       created_at=datetime(2026, 1, 1, tzinfo=UTC))
     for _ in range(2):  # the step is idempotent: a second open changes nothing
