@@ -8,7 +8,6 @@ any other and is escaped the same way (`render.neutralise`).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from mnemobus.engine.render import neutralise, render_context
@@ -29,9 +28,8 @@ async def promoted_for(store: object, groups: Sequence[GroupId], sessions: Seque
     """The promoted memories the groups hold for this conversation, newest first, one of each text."""
     if not isinstance(store, Lifecycle) or limit <= 0:
         return []
-    # one read a group, side by side where the store overlaps round trips (Neo4j coalesces them)
-    reads = [functools.partial(store.promoted, group, sessions=sessions) for group in groups]
-    found: list[Promoted] = [m for part in await store.gather(reads) for m in part]  # type: ignore[attr-defined]
+    # one read for every group: one read a group cost 0.76 ms a request on SQLite (three thread hops)
+    found = await store.promoted_of(groups, sessions)
     found.sort(key=lambda m: (m.created_at, m.id), reverse=True)
     seen: set[str] = set()
     out: list[Promoted] = []

@@ -102,6 +102,17 @@ def in_sessions(found: Sequence[Promoted], sessions: Sequence[str | None] | None
     return [m for m in found if m.scope != "session" or m.session in sessions]
 
 
+class PromotedReads:
+    """A backend's one-group read, from its many-group one."""
+
+    async def promoted_of(self, group_ids: Sequence[GroupId],
+                          sessions: Sequence[str | None] | None = None) -> list[Promoted]:
+        raise NotImplementedError
+
+    async def promoted(self, group_id: GroupId, sessions: Sequence[str | None] | None = None) -> list[Promoted]:
+        return await self.promoted_of([group_id], sessions)
+
+
 @runtime_checkable
 class Lifecycle(Protocol):
     async def evict(self, group_id: GroupId, policy: RetentionPolicy, *, now: datetime,
@@ -130,6 +141,10 @@ class Lifecycle(Protocol):
     async def promoted(self, group_id: GroupId, sessions: Sequence[str | None] | None = None) -> list[Promoted]:
         """The group's promoted memories, oldest first; with `sessions`, a session-scoped one only when its session
         is among them."""
+
+    async def promoted_of(self, group_ids: Sequence[GroupId],
+                          sessions: Sequence[str | None] | None = None) -> list[Promoted]:
+        """`promoted` for several groups in one read (recall asks on every request), oldest first."""
 
     async def delete_promoted(self, group_id: GroupId, memory_id: str) -> bool:
         """Remove one promoted memory; False when the group holds none with that id."""

@@ -208,6 +208,16 @@ async def test_migrating_a_group_takes_its_promoted_memories(store: GraphStore, 
     assert await store.promoted(group) == [_memory(group, "p1")]  # type: ignore[attr-defined]
 
 
+async def test_promoted_of_reads_several_groups_at_once_and_no_other(store: GraphStore, group: GroupId,
+                                                                      other_group: GroupId, new_group) -> None:  # type: ignore[no-untyped-def]
+    third = new_group("c")
+    await store.add_promoted(_memory(group, "p1"))  # type: ignore[attr-defined]
+    await store.add_promoted(_memory(other_group, "p2"))  # type: ignore[attr-defined]
+    await store.add_promoted(_memory(third, "p3"))  # type: ignore[attr-defined]
+    found = await store.promoted_of([group, other_group])  # type: ignore[attr-defined]
+    assert [(m.id, m.group_id) for m in found] == [("p1", group), ("p2", other_group)]
+
+
 async def test_graph_stats_count_what_eviction_removed_in_the_group_only(store: GraphStore, group: GroupId,
                                                                          other_group: GroupId) -> None:
     """`graph stats` (issue 39, item 5) reads the life-cycle's eviction totals: one counter, not two."""

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from neo4j import AsyncManagedTransaction
 
 from mnemobus.groups import GroupId
-from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, evict_in_chunks, in_sessions
-from mnemobus.store.neo4j.cypher import NEW_EPOCH
+from mnemobus.store.lifecycle import (Eviction, Promoted, PromotedReads, RetentionPolicy, evict_in_chunks,
+                                      in_sessions)
+from mnemobus.store.neo4j.cypher import BUMP_VERSIONS, NEW_EPOCH
 from mnemobus.store.neo4j.overlay import EPOCH, as_datetime
 from mnemobus.store.neo4j.rows import run_rows, utc_or_none
 
@@ -39,14 +40,23 @@ DROP_ENTITIES = ("UNWIND $ids AS eid MATCH (e:Entity {id: eid, group_id: $g}) "
 ADD_TOTALS = ("MERGE (t:Retention {group_id: $g}) ON CREATE SET t.facts = 0, t.entities = 0 "
               "SET t.facts = t.facts + $f, t.entities = t.entities + $e, "
               "t.cutoff = CASE WHEN t.cutoff IS NULL OR ($c IS NOT NULL AND $c > t.cutoff) THEN $c ELSE t.cutoff END")
+_FADES = "coalesce(r.last_seen, r.valid_at, r.created_at) < $before AND r.confidence > $floor"
+# whether a decay would change anything: when not, the group's version is left alone (a bump makes every process's
+# mirror of the group read again)
+DECAY_DUE = ("MATCH ()-[r:FACT {group_id: $g}]->() WHERE coalesce(r.retrieval_count, 0) > 0 OR " + _FADES
+             + " RETURN count(r) > 0 AS due")
+# the group's version goes up and each changed fact is stamped with it (as RESET_RETRIEVALS does): mirrors catch up
+# by reading the changed rows, rather than reloading the group as a new epoch makes them
 DECAY = (
-    "MATCH ()-[r:FACT {group_id: $g}]->() "
-    "WITH r, coalesce(r.last_seen, r.valid_at, r.created_at) < $before AND r.confidence > $floor AS fades "
-    "WHERE coalesce(r.retrieval_count, 0) > 0 OR fades "
-    "SET r.retrieval_count = toInteger(floor(coalesce(r.retrieval_count, 0) * $f)), "
-    "r.confidence = CASE WHEN NOT fades THEN r.confidence WHEN r.confidence * $f > $floor THEN r.confidence * $f "
-    "ELSE $floor END "
-    "RETURN count(r) AS c"
+    BUMP_VERSIONS
+    + "CALL { WITH vers MATCH ()-[r:FACT {group_id: $g}]->() "
+    "  WITH vers, r, " + _FADES + " AS fades "
+    "  WHERE coalesce(r.retrieval_count, 0) > 0 OR fades "
+    "  SET r.retrieval_count = toInteger(floor(coalesce(r.retrieval_count, 0) * $f)), "
+    "  r.confidence = CASE WHEN NOT fades THEN r.confidence WHEN r.confidence * $f > $floor THEN r.confidence * $f "
+    "  ELSE $floor END, r.ver = [v IN vers WHERE v.g = $g | v.v][0] "
+    "  RETURN count(r) AS c } "
+    "RETURN c"
 )
 # the write lock on the group's node is taken (SET) before its last decay is read: two workers serialise here
 CLAIM_DECAY = ("MERGE (t:Retention {group_id: $g}) ON CREATE SET t.facts = 0, t.entities = 0 "
@@ -107,7 +117,7 @@ def _promoted_of(r: dict[str, Any]) -> Promoted:
                     author=r["author"], created_at=as_datetime(r["created_at"]), session=r.get("session"))  # type: ignore[arg-type]
 
 
-class Neo4jLifecycle:
+class Neo4jLifecycle(PromotedReads):
     """`Lifecycle` over the store's sessions."""
 
     if TYPE_CHECKING:  # provided by Neo4jStore
@@ -152,10 +162,9 @@ class Neo4jLifecycle:
             (claim,) = await run_rows(tx, CLAIM_DECAY, p)
             if not claim["due"]:
                 return None  # another worker (or an earlier pass) did this interval's decay
-            changed = int((await run_rows(tx, DECAY, p))[0]["c"])
-            if changed:
-                await run_rows(tx, NEW_EPOCH, p)
-            return changed
+            if not (await run_rows(tx, DECAY_DUE, p))[0]["due"]:
+                return 0
+            return int((await run_rows(tx, DECAY, {**p, "groups": [group_id]}))[0]["c"])
 
         changed = await self._write(work)
         if changed:
@@ -170,9 +179,13 @@ class Neo4jLifecycle:
             {"id": m.id, "g": m.group_id, "kind": m.kind, "scope": m.scope, "text": m.text, "author": m.author,
              "at": utc_or_none(m.created_at), "session": m.session}))
 
-    async def promoted(self, group_id: GroupId, sessions: Sequence[str | None] | None = None) -> list[Promoted]:
-        rows = await self._read_rows(f"MATCH (n:Promoted {{group_id: $g}}) RETURN {PROMOTED_PROPS} "
-                                     "ORDER BY n.created_at, n.id", g=group_id)
+    async def promoted_of(self, group_ids: Sequence[GroupId],
+                          sessions: Sequence[str | None] | None = None) -> list[Promoted]:
+        ids = list(dict.fromkeys(group_ids))
+        if not ids:
+            return []
+        rows = await self._read_rows(f"MATCH (n:Promoted) WHERE n.group_id IN $gs RETURN {PROMOTED_PROPS} "
+                                     "ORDER BY n.created_at, n.id", gs=ids)
         return in_sessions([_promoted_of(r) for r in rows], sessions)
 
     async def delete_promoted(self, group_id: GroupId, memory_id: str) -> bool:

@@ -17,7 +17,8 @@ import anyio
 
 from mnemobus.groups import GroupId
 from mnemobus.store.fact_graph import utc_from_seconds
-from mnemobus.store.lifecycle import Eviction, Promoted, RetentionPolicy, evict_in_chunks, in_sessions
+from mnemobus.store.lifecycle import (Eviction, Promoted, PromotedReads, RetentionPolicy, evict_in_chunks,
+                                      in_sessions)
 from mnemobus.store.sqlite.rows import to_seconds
 from mnemobus.store.sqlite.tx import immediate
 from mnemobus.store.sqlite.writes import drop_facts
@@ -112,7 +113,7 @@ def _promoted_of(row: Sequence[Any]) -> Promoted:
                     created_at=utc_from_seconds(row[6]), session=row[7])
 
 
-class SqliteLifecycle:
+class SqliteLifecycle(PromotedReads):
     """`Lifecycle` over the store's connections; every method runs in one worker-thread hop."""
 
     vectors: Any
@@ -197,10 +198,15 @@ class SqliteLifecycle:
             " VALUES (?,?,?,?,?,?,?,?)",
             (m.id, m.group_id, m.kind, m.scope, m.text, m.author, to_seconds(m.created_at), m.session)))
 
-    async def promoted(self, group_id: GroupId, sessions: Sequence[str | None] | None = None) -> list[Promoted]:
+    async def promoted_of(self, group_ids: Sequence[GroupId],
+                          sessions: Sequence[str | None] | None = None) -> list[Promoted]:
+        ids = list(dict.fromkeys(group_ids))
+        if not ids:
+            return []
+
         def q(c: sqlite3.Connection) -> list[Promoted]:
             rows = c.execute("SELECT id, group_id, kind, scope, text, author, created_at, session FROM promoted"
-                             " WHERE group_id = ? ORDER BY created_at, id", (group_id,)).fetchall()
+                             f" WHERE group_id IN ({','.join('?' * len(ids))}) ORDER BY created_at, id", ids).fetchall()
             return in_sessions([_promoted_of(r) for r in rows], sessions)
 
         return await self._read(q)
