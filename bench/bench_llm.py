@@ -55,7 +55,7 @@ def mean(xs: list[float]) -> float:
 
 async def run_mnemobus(url: str, model: str, root: Path) -> list[dict]:
     from mnemobus.config import Settings
-    from mnemobus.engine import open_engine
+    from mnemobus.backends import open_engine
     from mnemobus.engine.llm import LlmMetrics
     from mnemobus.groups import GroupId
     from mnemobus.llama_local import EMBEDDING_DIM

@@ -54,7 +54,7 @@ from mnemobus import subjects  # noqa: E402
 from mnemobus.bus.connection import Bus  # noqa: E402
 from mnemobus.bus.server import EmbeddedNatsServer  # noqa: E402
 from mnemobus.config import load_settings  # noqa: E402
-from mnemobus.engine import open_engine  # noqa: E402
+from mnemobus.backends import open_engine  # noqa: E402
 from mnemobus.envelope import EnrichedRequest, Meta, Payload, SkillRequest, Source  # noqa: E402
 from mnemobus.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Episode, episode_id_for  # noqa: E402

@@ -119,7 +119,7 @@ async def breakdown(n: int) -> dict[str, float]:
 
     from mnemobus.bus.endpoint import parse_message
     from mnemobus.config import load_settings
-    from mnemobus.engine import open_engine
+    from mnemobus.backends import open_engine
     from mnemobus.engine.render import render_context
     from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest
     from mnemobus.identity import IdentityRegistry

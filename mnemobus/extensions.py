@@ -6,6 +6,7 @@ One manager per process, built on first use, so a CLI call, a role and a test al
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import functools
 import logging
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from mnemobus import hooks
-from mnemobus.errors import MnemobusError
+from mnemobus.errors import ConfigError, MnemobusError
 
 if TYPE_CHECKING:
     from mnemobus.runtime import Runtime
@@ -25,7 +26,8 @@ log = logging.getLogger("mnemobus.extensions")
 #: the kernel's own hook implementations, loaded before any entry point
 BUILTIN_MODULES = ("mnemobus.cli.run", "mnemobus.cli.doctor", "mnemobus.cli.dlq", "mnemobus.cli.migrate",
                    "mnemobus.cli.memory", "mnemobus.cli.cluster", "mnemobus.cli.mcp", "mnemobus.cli.nats_users",
-                   "mnemobus.cli.graph", "mnemobus.cli.imports", "mnemobus.cli.backfill", "mnemobus.api.role")
+                   "mnemobus.cli.graph", "mnemobus.cli.imports", "mnemobus.cli.backfill", "mnemobus.builtin_roles",
+                   "mnemobus.api.role", "mnemobus.builtin_parts")
 
 
 @functools.cache
@@ -49,15 +51,53 @@ def demo_plugins(settings: "Settings") -> "list[Plugin]":
     return [p for p in bus_plugins(settings, demo=True) if p.name not in always]
 
 
-def roles() -> dict[str, hooks.RoleStarter]:
-    """Every optional role; two packages claiming one name is refused rather than one silently winning."""
-    found: dict[str, hooks.RoleStarter] = {}
-    for batch in manager().hook.mnemobus_roles():
-        for name, starter in batch.items():
+def _named(hook: str, kind: str) -> dict[str, Any]:
+    """One hook's name -> part maps merged in registration order (the kernel's own first); two packages claiming one
+    name is refused rather than one silently winning."""
+    found: dict[str, Any] = {}
+    for impl in getattr(manager().hook, hook).get_hookimpls():
+        for name, part in (impl.function() or {}).items():
             if name in found:
-                raise MnemobusError(f"role {name!r} is registered twice")
-            found[name] = starter
+                raise MnemobusError(f"{kind} {name!r} is registered twice")
+            found[name] = part
     return found
+
+
+def roles() -> dict[str, hooks.RoleStarter]:
+    return _named("mnemobus_roles", "role")
+
+
+def stores() -> dict[str, hooks.StoreFactory]:
+    return _named("mnemobus_stores", "store")
+
+
+def extractors() -> dict[str, hooks.ExtractorFactory]:
+    return _named("mnemobus_extractors", "extractor")
+
+
+def embedders() -> dict[str, hooks.EmbedderFactory]:
+    return _named("mnemobus_embedders", "embedder")
+
+
+#: config field -> (what it names, the settings attribute path, the registry, the hook a package implements)
+PART_FIELDS = (("store.backend", "store", ("store", "backend"), stores, "mnemobus_stores"),
+               ("extraction.extractor", "extractor", ("extraction", "extractor"), extractors, "mnemobus_extractors"),
+               ("memory.embedding.provider", "embedder", ("memory", "embedding", "provider"), embedders,
+                "mnemobus_embedders"))
+
+
+def check_parts(settings: "Settings", origin: Callable[[tuple[str, ...]], str] | None = None) -> None:
+    """Every part the config names is registered; ConfigError naming the field, the known names and, given
+    `origin(field path)` (config.field_origin), the file or environment variable that named it."""
+    for field, kind, path, registry, hook in PART_FIELDS:
+        value: Any = settings
+        for attr in path:
+            value = getattr(value, attr)
+        known = registry()
+        if value not in known:
+            where = f"{origin(path)}: " if origin else ""
+            raise ConfigError(f"{where}field '{field}': no {kind} is registered as {value!r} (known: "
+                              f"{', '.join(sorted(known))}; a package adds one through the {hook} hook)")
 
 
 def add_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import anyio
 
 from mnemobus.config import Settings
-from mnemobus.engine import open_engine
+from mnemobus.backends import open_engine
 from mnemobus.groups import GroupId
 from mnemobus.metrics import PipelineMetrics
 from mnemobus.store.model import Episode, episode_id_for

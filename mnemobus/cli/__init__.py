@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from mnemobus import extensions
-from mnemobus.config import Settings, load_settings
+from mnemobus.config import Settings, field_origin, load_settings
 from mnemobus.errors import ConfigError, MnemobusError
 from mnemobus.redact import RedactingFormatter, mask_urls, redact, secret_values
 
@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.chdir:
             os.chdir(args.chdir)
         settings: Settings = load_settings(args.config)
+        extensions.check_parts(settings, lambda loc: field_origin(loc, args.config))
     except (ConfigError, OSError) as exc:
         print(f"mnemobus: configuration refused: {exc}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ from mnemobus.hooks import hookimpl
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.engine import open_engine
+    from mnemobus.backends import open_engine
     from mnemobus.graphio.backfill import backfill_group
     from mnemobus.graphio.checkpoint import Checkpoint, default_path
     from mnemobus.groups import validate_group_id

@@ -38,7 +38,7 @@ def write_text(lines: Iterable[str], out: Path | None) -> None:
 
 
 async def export(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.engine import build_store
+    from mnemobus.backends import build_store
     from mnemobus.engine.embed import DIM
     from mnemobus.errors import MnemobusError
     from mnemobus.graphio.export import graphml_lines, jsonl_lines, mermaid_lines

@@ -17,7 +17,7 @@ from mnemobus.config import Settings
 async def run(settings: Settings, args: argparse.Namespace) -> int:
     from neo4j import AsyncGraphDatabase
 
-    from mnemobus.engine import open_engine
+    from mnemobus.backends import open_engine
     from mnemobus.graphio.checkpoint import Checkpoint, default_path
     from mnemobus.graphio.graphiti import import_graphiti
     from mnemobus.graphio.resumable import DeadLetters

@@ -29,7 +29,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     dead_path = where.with_suffix(".dead.jsonl")
     what = f"import {args.import_kind} {source.name}"
     if args.import_kind == "messages":
-        from mnemobus.engine import open_engine
+        from mnemobus.backends import open_engine
         from mnemobus.graphio.messages import MessagesImporter
 
         engine = await open_engine(settings)
@@ -40,7 +40,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         finally:
             await engine.close()
     else:
-        from mnemobus.engine import build_store
+        from mnemobus.backends import build_store
         from mnemobus.engine.embed import DIM
         from mnemobus.graphio.restore import RowsImporter
 

@@ -12,7 +12,7 @@ from mnemobus.groups import validate_group_id
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.engine import build_store
+    from mnemobus.backends import build_store
     from mnemobus.migrate import migrate, text_progress
 
     dim = 384

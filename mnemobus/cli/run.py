@@ -10,9 +10,6 @@ from mnemobus import extensions
 from mnemobus.config import Settings
 from mnemobus.hooks import hookimpl
 
-CORE_ROLES = ("plugin", "worker")
-
-
 def _handle(settings: Settings, args: argparse.Namespace) -> int:
     from mnemobus.app import run
     from mnemobus.cli import say
@@ -24,7 +21,7 @@ def _handle(settings: Settings, args: argparse.Namespace) -> int:
 @hookimpl
 def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     run = subcommands.add_parser("run", help="run one role, or all of them, until Ctrl-C")
-    roles = [*CORE_ROLES, *sorted(extensions.roles()), "all"]
+    roles = [*extensions.roles(), "all"]
     run.add_argument("--role", choices=roles, default="all",
                      help="plugin: enrich agent.skill.request; worker: store episodes; api: memory service; "
                           "worldstate: probes, goals, metrics; installed packages may add more (default: all)")

@@ -74,7 +74,7 @@ def test_embeddings_are_pooled_unit_vectors_batched_per_call(llama, llm_metrics)
 
 
 async def test_a_configured_dimension_the_model_does_not_have_refuses_start(llama, tmp_path):
-    from mnemobus.engine import open_engine
+    from mnemobus.backends import open_engine
 
     settings = Settings(store={"sqlite_path": tmp_path / "m.sqlite3"},
                         memory={"embedding": {"provider": "openai",
