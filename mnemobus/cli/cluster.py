@@ -41,8 +41,9 @@ def _say(line: str) -> None:
 def run_cluster(settings: Settings, args: argparse.Namespace) -> int:
     from mnemobus.engine.embedders import make_embedder
 
-    for noisy in ("mnemobus.bus.server", "mnemobus.runner"):  # each node's and plugin's start: said below instead
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # each node's and plugin's start: said below instead (loggers by name: a logger keeps its name when its module moves)
+    for noisy in (logging.getLogger("mnemobus.bus.server"), logging.getLogger("mnemobus.runner")):
+        noisy.setLevel(logging.WARNING)
     emb = settings.memory.embedding
     make_embedder(emb.provider, emb.model, emb.cache_dir)  # a static table is built here once, not by every role
     deployment = LocalDeployment(args.data_dir.resolve(), plugins=args.plugins, workers=args.workers, say=_say)
