@@ -12,10 +12,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from mnemobus import extensions
-from mnemobus.config import Settings, field_origin, load_settings
-from mnemobus.errors import ConfigError, MnemobusError
-from mnemobus.redact import RedactingFormatter, mask_urls, redact, secret_values
+from mnemobus.kernel import extensions
+from mnemobus.shared.config import Settings, field_origin, load_settings
+from mnemobus.shared.errors import ConfigError, MnemobusError
+from mnemobus.shared.redact import RedactingFormatter, mask_urls, redact, secret_values
 
 EPILOG = """\
 examples:

@@ -15,11 +15,11 @@ from typing import Any
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.cluster import stream_leader
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
-from mnemobus.localcluster import DeploymentError, LocalDeployment
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
+from mnemobus.kernel.localcluster import DeploymentError, LocalDeployment
 
 
 @hookimpl
@@ -74,9 +74,9 @@ def client_settings(settings: Settings, deployment: LocalDeployment) -> Settings
 
 
 async def _play_and_serve(deployment: LocalDeployment, settings: Settings, once: bool) -> int:
-    from mnemobus.app import _watch_signals, open_runtime, serve
-    from mnemobus.demo import run_demo
-    from mnemobus import extensions
+    from mnemobus.kernel.app import _watch_signals, open_runtime, serve
+    from mnemobus.kernel.demo import run_demo
+    from mnemobus.kernel import extensions
 
     async with open_runtime(client_settings(settings, deployment)) as rt:
         info = await rt.bus.js.stream_info(subjects.EPISODE_STREAM)

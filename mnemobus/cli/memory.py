@@ -15,11 +15,11 @@ import sys
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
-from mnemobus.envelope import Meta, Payload, SkillRequest, Source
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
+from mnemobus.shared.envelope import Meta, Payload, SkillRequest, Source
 
 
 @hookimpl
@@ -55,13 +55,13 @@ def command_text(args: argparse.Namespace) -> str:
 
 
 async def ask(settings: Settings, request: SkillRequest, timeout_s: float) -> dict:
-    from mnemobus.app import running_embedded_url
+    from mnemobus.kernel.app import running_embedded_url
     from mnemobus.bus.connection import Bus
 
     if not settings.nats.url and running_embedded_url(settings.nats.data_dir) is None:
         raise RuntimeError("the memory commands talk to a running service: set nats.url (MNEMOBUS_NATS__URL), or "
                            f"run them next to `mnemobus run` on {settings.nats.data_dir}")
-    from mnemobus.app import nats_url
+    from mnemobus.kernel.app import nats_url
 
     headers = None
     if (key := settings.api.api_key) is not None:

@@ -6,12 +6,12 @@ import argparse
 
 import anyio
 
-from mnemobus import extensions
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
+from mnemobus.kernel import extensions
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 
 def _handle(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.app import run
+    from mnemobus.kernel.app import run
     from mnemobus.cli import say
 
     demo = args.demo or args.once

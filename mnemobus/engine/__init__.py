@@ -21,8 +21,8 @@ from mnemobus.engine.recall import checked_groups, recall
 from mnemobus.engine.recipes import DEFAULT_RECIPE, RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import rrf
 from mnemobus.engine.text import display_name, normalise_name, query_terms
-from mnemobus.errors import EntityExists, InvalidMessage, StoreIntegrityError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreIntegrityError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import FactHop, GraphStore, neighbourhood
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, IngestOutcome, RecallQuery, RecallResult
 

@@ -24,9 +24,9 @@ from mnemobus.engine.embed import Embedder
 from mnemobus.engine.recipes import RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import fact_weight, forgotten, rrf
 from mnemobus.engine.text import query_terms
-from mnemobus.errors import InvalidMessage
-from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
-from mnemobus.limits import MAX_QUERY_CHARS
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.groups import GroupId, InvalidGroupId, validate_group_id
+from mnemobus.shared.limits import MAX_QUERY_CHARS
 from mnemobus.store.contract import GraphStore, Hit, Standing, StoreReads
 from mnemobus.store.model import Fact, Neighbour, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour, Vector
 
 T = TypeVar("T")
@@ -338,7 +338,7 @@ class StoreAdmin(Protocol):
         """Every group the store holds (what `mnemobus migrate` copies by default)."""
 
     async def export_group(self, group_id: GroupId) -> GroupExport:
-        """Every row of the group as stored, with embeddings and screening flags (mnemobus.migrate.Exportable)."""
+        """Every row of the group as stored, with embeddings and screening flags (mnemobus.kernel.migrate.Exportable)."""
 
 
 @runtime_checkable

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 import anyio
 
 from mnemobus.engine.render import render_context
-from mnemobus.groups import GroupId
-from mnemobus.limits import query_tail
-from mnemobus.envelope import MemoryContext
-from mnemobus.errors import InvalidMessage
-from mnemobus.logthrottle import ThrottledLog
-from mnemobus.plugin import PluginContext
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.limits import query_tail
+from mnemobus.shared.envelope import MemoryContext
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.logthrottle import ThrottledLog
+from mnemobus.kernel.plugin import PluginContext
 from mnemobus.store.model import RecallQuery, RecallResult
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget

@@ -56,15 +56,15 @@ def test_nats_is_imported_only_inside_the_bus() -> None:
 
 
 def test_the_echo_plugin_needs_only_the_public_plugin_api() -> None:
-    """plugins/echo is the example an outside plugin copies: it imports nothing but `mnemobus.plugin` and
-    `mnemobus.hooks`, whose `__all__` is the API a plugin author may rely on."""
+    """plugins/echo is the example an outside plugin copies: it imports nothing but `mnemobus.kernel.plugin` and
+    `mnemobus.kernel.hooks`, whose `__all__` is the API a plugin author may rely on."""
     used = {d for m, deps in GRAPH.items() if m.startswith("plugins.echo") for d in deps if d.startswith("mnemobus")}
-    assert used <= {"mnemobus.plugin", "mnemobus.hooks"}
+    assert used <= {"mnemobus.kernel.plugin", "mnemobus.kernel.hooks"}
 
 
 def test_every_public_name_of_the_plugin_api_resolves() -> None:
-    import mnemobus.hooks
-    import mnemobus.plugin
+    import mnemobus.kernel.hooks
+    import mnemobus.kernel.plugin
 
-    for module in (mnemobus.plugin, mnemobus.hooks):
+    for module in (mnemobus.kernel.plugin, mnemobus.kernel.hooks):
         assert [n for n in module.__all__ if not hasattr(module, n)] == []

@@ -16,8 +16,8 @@ import yaml
 from mnemobus.bus.permissions import ROLES
 from mnemobus.bus.server import find_nats_server
 from mnemobus.cli.nats_users import write_users
-from mnemobus.config import load_settings
-from mnemobus import extensions
+from mnemobus.shared.config import load_settings
+from mnemobus.kernel import extensions
 from mnemobus.cli.run import CORE_ROLES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The extension surface (mnemobus/hooks.py): what a package registers is what the kernel runs.
+"""The extension surface (mnemobus/kernel/hooks.py): what a package registers is what the kernel runs.
 
 Each test registers a small module with the process's plugin manager, as an installed package's entry point
 would be, and takes it off again.
@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import yaml
 
-from mnemobus import extensions, hooks
-from mnemobus.app import expand_roles
+from mnemobus.kernel import extensions, hooks
+from mnemobus.kernel.app import expand_roles
 from mnemobus.cli import main
-from mnemobus.config import Settings
-from mnemobus.backends import open_engine
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.backends import open_engine
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.extract import ExtractedFact, Extraction, entities_of
-from mnemobus.errors import MnemobusError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import MnemobusError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, RecallQuery
 from mnemobus.store.sqlite import SqliteStore
 from tests.engine.engine_support import T0, make_episode

@@ -11,11 +11,11 @@ import anyio
 
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.server import EmbeddedNatsServer
-from mnemobus.config import Settings
-from mnemobus.identity import IdentityRegistry
-from mnemobus.metrics import PipelineMetrics
-from mnemobus.plugin import Plugin
-from mnemobus.worker import EpisodeWorker
+from mnemobus.shared.config import Settings
+from mnemobus.shared.identity import IdentityRegistry
+from mnemobus.shared.metrics import PipelineMetrics
+from mnemobus.kernel.plugin import Plugin
+from mnemobus.kernel.worker import EpisodeWorker
 
 
 @dataclass

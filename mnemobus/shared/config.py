@@ -15,8 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from mnemobus.errors import ConfigError
-from mnemobus.redact import is_secret_field, mask_urls
+from mnemobus.shared.errors import ConfigError
+from mnemobus.shared.redact import is_secret_field, mask_urls
 
 ENV_PREFIX = "MNEMOBUS_"
 DEFAULT_CONFIG = Path("workspace/mnemobus.yaml")

@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from mnemobus import hooks
-from mnemobus.errors import ConfigError, MnemobusError
+from mnemobus.kernel import hooks
+from mnemobus.shared.errors import ConfigError, MnemobusError
 
 if TYPE_CHECKING:
-    from mnemobus.runtime import Runtime
-    from mnemobus.config import Settings
-    from mnemobus.plugin import Plugin
+    from mnemobus.kernel.runtime import Runtime
+    from mnemobus.shared.config import Settings
+    from mnemobus.kernel.plugin import Plugin
 
 log = logging.getLogger("mnemobus.extensions")
 
 #: the kernel's own hook implementations, loaded before any entry point
 BUILTIN_MODULES = ("mnemobus.cli.run", "mnemobus.cli.doctor", "mnemobus.cli.dlq", "mnemobus.cli.migrate",
                    "mnemobus.cli.memory", "mnemobus.cli.cluster", "mnemobus.cli.mcp", "mnemobus.cli.nats_users",
-                   "mnemobus.cli.graph", "mnemobus.cli.imports", "mnemobus.cli.backfill", "mnemobus.builtin_roles",
-                   "mnemobus.api.role", "mnemobus.builtin_parts")
+                   "mnemobus.cli.graph", "mnemobus.cli.imports", "mnemobus.cli.backfill", "mnemobus.kernel.builtin_roles",
+                   "mnemobus.api.role", "mnemobus.kernel.builtin_parts")
 
 
 @functools.cache

@@ -1,5 +1,5 @@
 """Config -> the engine's parts: the store, extractor and embedder the config names, each looked up among the
-registered ones (mnemobus/builtin_parts.py and any installed package's hooks), so the engine never knows which
+registered ones (mnemobus/kernel/builtin_parts.py and any installed package's hooks), so the engine never knows which
 backend it holds and a new backend needs no edit here."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import logging
 
 import anyio.to_thread
 
-from mnemobus import extensions
-from mnemobus.config import Settings
+from mnemobus.kernel import extensions
+from mnemobus.shared.config import Settings
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.llm.embedder import OpenAIEmbedder
 from mnemobus.engine.llm.endpoint import EndpointError
 from mnemobus.engine.recipes import tuned
-from mnemobus.metrics import LlmMetrics
+from mnemobus.shared.metrics import LlmMetrics
 from mnemobus.store.contract import GraphStore
 
 __all__ = ["build_store", "open_engine"]

@@ -20,20 +20,20 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import anyio
 from pydantic import SecretStr
 
-from mnemobus import extensions
+from mnemobus.kernel import extensions
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.permissions import EMBEDDED_USER, nats_single_user
 from mnemobus.bus.server import EmbeddedNatsServer
-from mnemobus.config import NatsSettings, Settings
-from mnemobus.errors import MnemobusError
-from mnemobus.health import Health, serve_metrics
-from mnemobus.identity import IdentityRegistry
-from mnemobus.metrics import PipelineMetrics
-from mnemobus.peers import check_same_store
-from mnemobus.plugin import Plugin
-from mnemobus.private_files import write_private
-from mnemobus.runtime import Runtime
-from mnemobus.warming import warm_engine
+from mnemobus.shared.config import NatsSettings, Settings
+from mnemobus.shared.errors import MnemobusError
+from mnemobus.kernel.health import Health, serve_metrics
+from mnemobus.shared.identity import IdentityRegistry
+from mnemobus.shared.metrics import PipelineMetrics
+from mnemobus.kernel.peers import check_same_store
+from mnemobus.kernel.plugin import Plugin
+from mnemobus.shared.private_files import write_private
+from mnemobus.kernel.runtime import Runtime
+from mnemobus.kernel.warming import warm_engine
 
 log = logging.getLogger("mnemobus.app")
 
@@ -164,7 +164,7 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
     On a bus this process did not start, an engine is opened only on the store the workers there write
     (`peers.check_same_store`). `warm=False` leaves loading the embedder to the caller (`warm_engine`), for a door
     that must answer before it is done (MCP: the client's handshake would wait for a first build)."""
-    from mnemobus.backends import open_engine
+    from mnemobus.kernel.backends import open_engine
 
     metrics = metrics or PipelineMetrics()
     async with nats_url(settings, own=own_bus) as (url, server, nats_settings):
@@ -238,7 +238,7 @@ async def _run(settings: Settings, roles: set[str], metrics: PipelineMetrics, he
             await tg.start(lambda task_status: serve(rt, roles, plugins=plugins, echo=echo, task_status=task_status))
             health.started = True
             if demo:
-                from mnemobus.demo import run_demo
+                from mnemobus.kernel.demo import run_demo
 
                 ok = await run_demo(rt, echo or (lambda s: None))
                 if once:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mnemobus.errors import ConfigError
-from mnemobus.hooks import EmbedderFactory, ExtractorFactory, StoreFactory, hookimpl
+from mnemobus.shared.errors import ConfigError
+from mnemobus.kernel.hooks import EmbedderFactory, ExtractorFactory, StoreFactory, hookimpl
 
 if TYPE_CHECKING:
-    from mnemobus.config import Settings
+    from mnemobus.shared.config import Settings
     from mnemobus.engine.embed import Embedder
     from mnemobus.engine.extract import Extractor
-    from mnemobus.metrics import LlmMetrics
+    from mnemobus.shared.metrics import LlmMetrics
     from mnemobus.store.contract import GraphStore
 
 

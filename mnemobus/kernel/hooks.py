@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from mnemobus.runtime import Runtime
-    from mnemobus.config import Settings
-    from mnemobus.plugin import Plugin
+    from mnemobus.kernel.runtime import Runtime
+    from mnemobus.shared.config import Settings
+    from mnemobus.kernel.plugin import Plugin
     from mnemobus.engine.embed import Embedder
     from mnemobus.engine.extract import Extractor
-    from mnemobus.metrics import LlmMetrics
+    from mnemobus.shared.metrics import LlmMetrics
     from mnemobus.store.contract import GraphStore
 
 PROJECT = "mnemobus"

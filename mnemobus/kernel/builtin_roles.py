@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskStatus
 
-from mnemobus import extensions
-from mnemobus.hooks import RoleStarter, hookimpl
-from mnemobus.plugin import PluginContext
-from mnemobus.runner import run_plugins
-from mnemobus.worker import EpisodeWorker
+from mnemobus.kernel import extensions
+from mnemobus.kernel.hooks import RoleStarter, hookimpl
+from mnemobus.kernel.plugin import PluginContext
+from mnemobus.kernel.runner import run_plugins
+from mnemobus.kernel.worker import EpisodeWorker
 
 if TYPE_CHECKING:
-    from mnemobus.runtime import Runtime
+    from mnemobus.kernel.runtime import Runtime
 
 
 async def start_worker(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
