@@ -40,13 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_engine import NOW, VOCAB, bulk_load  # noqa: E402
 from common import peak_rss_mb, print_table, quick, summary_ms, write_results  # noqa: E402
 
-from mnemobus import subjects  # noqa: E402
+from mnemobus.shared import subjects  # noqa: E402
 from mnemobus.api.mcp_door import EXTRA_MCP_URL, run_mcp_http  # noqa: E402
 from mnemobus.api.service import EXTRA_URL, run_api  # noqa: E402
-from mnemobus.config import ApiSettings  # noqa: E402
-from mnemobus.app import open_runtime  # noqa: E402
+from mnemobus.shared.config import ApiSettings  # noqa: E402
+from mnemobus.kernel.app import open_runtime  # noqa: E402
 from mnemobus.bus.server import EmbeddedNatsServer  # noqa: E402
-from mnemobus.config import Settings  # noqa: E402
+from mnemobus.shared.config import Settings  # noqa: E402
 from mnemobus.store.model import RecallQuery  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 

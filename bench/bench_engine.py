@@ -45,7 +45,7 @@ from common import peak_rss_mb, print_table, quick, summary_ms, write_results  #
 from mnemobus.engine import MemoryEngine  # noqa: E402
 from mnemobus.engine.embed import CachedEmbedder, HashEmbedder, LocalOnnxEmbedder
 from mnemobus.engine.embedders import make_embedder  # noqa: E402
-from mnemobus.groups import GroupId  # noqa: E402
+from mnemobus.shared.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome, RecallQuery, episode_id_for  # noqa: E402
 from mnemobus.engine.text import query_terms  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore

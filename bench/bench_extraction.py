@@ -65,7 +65,7 @@ EXTRACTORS: dict[str, Callable[[], Any]] = {"offline-rules": _rules, "offline": 
 
 
 def episodes_of(item: Item, group: str) -> list[Any]:
-    from mnemobus.groups import GroupId
+    from mnemobus.shared.groups import GroupId
     from mnemobus.store.model import Episode, episode_id_for
 
     out = []

@@ -24,7 +24,7 @@ make target creates it) and the Neo4j jars (`make neo4j-jars`).
   graph walk, then `text`), each on the same store with retrieval counts reset to zero first
   (recall boosts facts it returned before, which would let one recipe's run tilt the next).
 - Graphiti (graphiti-core 0.31, its own venv): EntityNode / EntityEdge / EpisodicNode
-  objects written by graphiti-core's bulk writer into a local Neo4j 5.26 (mnemobus.neo4j_local),
+  objects written by graphiti-core's bulk writer into a local Neo4j 5.26 (mnemobus.kernel.neo4j_local),
   queries through `Graphiti.search_` with EDGE_HYBRID_SEARCH_RRF (BM25 + cosine, RRF, no
   LLM reranker), limit 10. Same queries, same groups, same order, measured one after the other.
 - Figures: latency p50/p95/p99 per system, recall@5/@10 of the known fact, ratios
@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import percentile, print_table, quick, result_path, write_results  # noqa: E402
 
-from mnemobus.procmem import memory_mb  # noqa: E402  (stdlib only: safe in the Graphiti venv too)
+from mnemobus.shared.procmem import memory_mb  # noqa: E402  (stdlib only: safe in the Graphiti venv too)
 
 BENCH_DIR = Path(__file__).resolve().parent
 GRAPHITI_PY = BENCH_DIR / ".venv-graphiti" / "bin" / "python"
@@ -135,7 +135,7 @@ def make_corpus(n_facts: int, n_groups: int, n_queries: int, seed: int = 9) -> d
 
 def embedder_spec() -> dict[str, str]:
     """EMBEDDER (default: the product's provider) with the product's model and table folder; both sides use it."""
-    from mnemobus.config import EmbeddingSettings
+    from mnemobus.shared.config import EmbeddingSettings
 
     settings = EmbeddingSettings()
     cache = settings.cache_dir if settings.cache_dir.is_absolute() else ROOT / settings.cache_dir
@@ -207,7 +207,7 @@ def latency_figures(samples_s: list[float]) -> dict[str, float]:
 async def run_mnemobus(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray, root: Path, warmup: int,
                        spec: dict[str, str]) -> dict:
     from mnemobus.engine import MemoryEngine
-    from mnemobus.groups import GroupId
+    from mnemobus.shared.groups import GroupId
     from mnemobus.store.model import Entity, Episode, Fact, RecallQuery
     from mnemobus.store.sqlite import SqliteStore
 
@@ -264,7 +264,7 @@ async def run_mnemobus(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray
 
 def run_graphiti(corpus: dict, ent_vecs: np.ndarray, fact_vecs: np.ndarray, root: Path, warmup: int,
                  spec: dict[str, str], heap: str, pagecache: str) -> dict:
-    from mnemobus.neo4j_local import LocalNeo4j
+    from mnemobus.kernel.neo4j_local import LocalNeo4j
 
     if not GRAPHITI_PY.exists():
         raise SystemExit(f"{GRAPHITI_PY} is missing: run `make bench-graphiti` (it creates the Graphiti venv)")

@@ -26,10 +26,10 @@ from common import peak_rss_mb, print_table, quick, write_results  # noqa: E402
 
 import anyio  # noqa: E402
 
-from mnemobus import subjects  # noqa: E402
+from mnemobus.shared import subjects  # noqa: E402
 from mnemobus.bus.connection import Bus  # noqa: E402
-from mnemobus.config import NatsSettings  # noqa: E402
-from mnemobus.envelope import DeadLetter  # noqa: E402
+from mnemobus.shared.config import NatsSettings  # noqa: E402
+from mnemobus.shared.envelope import DeadLetter  # noqa: E402
 from tests.blackbox.conftest import service_process  # noqa: E402
 from tests.blackbox.fuzz import MODES, operations, server_errors  # noqa: E402
 

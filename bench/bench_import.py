@@ -39,7 +39,7 @@ from mnemobus.graphio.messages import MessagesImporter  # noqa: E402
 from mnemobus.graphio.page import page_html  # noqa: E402
 from mnemobus.graphio.progress import ProgressLine  # noqa: E402
 from mnemobus.graphio.resumable import import_file  # noqa: E402
-from mnemobus.headless import Browser  # noqa: E402
+from mnemobus.kernel.headless import Browser  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, GroupExport, IngestOutcome  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 

@@ -31,15 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import cpu_seconds, peak_rss_mb, print_table, quick, write_results  # noqa: E402
 
-from mnemobus import subjects  # noqa: E402
+from mnemobus.shared import subjects  # noqa: E402
 from mnemobus.bus.connection import Bus  # noqa: E402
-from mnemobus.config import Settings  # noqa: E402
+from mnemobus.shared.config import Settings  # noqa: E402
 from mnemobus.engine import MemoryEngine  # noqa: E402
 from mnemobus.engine.embedders import make_embedder  # noqa: E402
-from mnemobus.envelope import EpisodeMessage  # noqa: E402
-from mnemobus.groups import GroupId  # noqa: E402
-from mnemobus.localcluster import LocalDeployment  # noqa: E402
-from mnemobus.neo4j_local import LocalNeo4j, ensure_jars  # noqa: E402
+from mnemobus.shared.envelope import EpisodeMessage  # noqa: E402
+from mnemobus.shared.groups import GroupId  # noqa: E402
+from mnemobus.kernel.localcluster import LocalDeployment  # noqa: E402
+from mnemobus.kernel.neo4j_local import LocalNeo4j, ensure_jars  # noqa: E402
 from mnemobus.store.model import Episode, IngestOutcome, episode_id_for  # noqa: E402
 from mnemobus.store.neo4j import Neo4jStore  # noqa: E402
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn  # noqa: E402

@@ -30,7 +30,7 @@ from common import machine, peak_rss_mb, percentile, print_table, quick, write_r
 from mnemobus.engine import MemoryEngine  # noqa: E402
 from mnemobus.engine.communities import CommunityRefresher, RefreshSettings  # noqa: E402
 from mnemobus.engine.embed import HashEmbedder  # noqa: E402
-from mnemobus.groups import GroupId  # noqa: E402
+from mnemobus.shared.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Entity, Fact, RecallQuery  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 

@@ -3,7 +3,7 @@
 Run: `make bench-llm` (QUICK=1: Graphiti on 2 episodes instead of 5; GRAPHITI=0 skips it and reports the figure from
 ../shared/research/local-llm.md instead).
 
-- The server: llama-cpp-python's OpenAI-compatible server (mnemobus/llama_local.py), SmolLM2-135M-Instruct Q4_1,
+- The server: llama-cpp-python's OpenAI-compatible server (mnemobus/kernel/llama_local.py), SmolLM2-135M-Instruct Q4_1,
   n_ctx 8192 (Graphiti's extraction prompt alone is ~2.1k tokens), 1 thread; chat and mean-pooled embeddings.
 - mnemobus: each episode through MemoryEngine.ingest (SQLite store, the OpenAI-compatible embedder on the same
   server), `extraction.llm` at its defaults except `structured_output: json_object_schema` (what llama.cpp
@@ -54,11 +54,11 @@ def mean(xs: list[float]) -> float:
 
 
 async def run_mnemobus(url: str, model: str, root: Path) -> list[dict]:
-    from mnemobus.config import Settings
-    from mnemobus.engine import open_engine
+    from mnemobus.shared.config import Settings
+    from mnemobus.kernel.backends import open_engine
     from mnemobus.engine.llm import LlmMetrics
-    from mnemobus.groups import GroupId
-    from mnemobus.llama_local import EMBEDDING_DIM
+    from mnemobus.shared.groups import GroupId
+    from mnemobus.kernel.llama_local import EMBEDDING_DIM
     from mnemobus.store.model import Episode
 
     settings = Settings(
@@ -121,7 +121,7 @@ async def run_quality(url: str, model: str, root: Path, stride: int) -> dict[str
     from bench_extraction import DATA, episodes_of, score_endings
     from extraction_score import Tally, Triple, load_items
 
-    from mnemobus.config import ExtractionSettings
+    from mnemobus.shared.config import ExtractionSettings
     from mnemobus.engine.llm import LlmMetrics, LlmExtractor, build_extractor
 
     items = load_items(DATA / "report.yaml")[::stride]
@@ -161,7 +161,7 @@ async def run_quality(url: str, model: str, root: Path, stride: int) -> dict[str
 
 
 def run_graphiti(url: str, model: str, root: Path, n: int) -> dict:
-    from mnemobus.neo4j_local import LocalNeo4j
+    from mnemobus.kernel.neo4j_local import LocalNeo4j
 
     if not GRAPHITI_PY.exists():
         raise SystemExit(f"{GRAPHITI_PY} is missing: run `make bench-llm` (it creates the Graphiti venv)")
@@ -179,7 +179,7 @@ def run_graphiti(url: str, model: str, root: Path, n: int) -> dict:
 
 
 def main() -> None:
-    from mnemobus.llama_local import LocalLlama
+    from mnemobus.kernel.llama_local import LocalLlama
 
     with_graphiti = os.environ.get("GRAPHITI", "1") not in ("0", "no", "false")
     n_graphiti = 2 if quick() else len(SENTENCES)

@@ -200,7 +200,7 @@ async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[
     """Ingest every turn as an episode, then ask every question with each recipe; returns retrieved ids."""
     from mnemobus.engine import MemoryEngine
     from mnemobus.engine.extract_parse import ParsedExtractor
-    from mnemobus.groups import GroupId
+    from mnemobus.shared.groups import GroupId
     from mnemobus.store.model import Episode, IngestOutcome, RecallQuery, episode_id_for
     from mnemobus.store.sqlite import SqliteStore
 
@@ -360,7 +360,7 @@ def print_quality(table: Mapping[str, Mapping[str, float]], counts: Mapping[str,
 
 
 async def main() -> None:
-    from mnemobus.config import EmbeddingSettings
+    from mnemobus.shared.config import EmbeddingSettings
     from mnemobus.engine.embed import LocalOnnxEmbedder
     from mnemobus.engine.embedders import make_embedder
 

@@ -124,9 +124,9 @@ class Service:
 
     async def __aenter__(self) -> "Service":
         from mnemobus.api.service import EXTRA_URL, run_api
-        from mnemobus.config import ApiSettings
-        from mnemobus.app import open_runtime, serve
-        from mnemobus.config import Settings
+        from mnemobus.shared.config import ApiSettings
+        from mnemobus.kernel.app import open_runtime, serve
+        from mnemobus.shared.config import Settings
 
         settings = Settings(
             nats={"data_dir": self.root / "nats", "max_message_bytes": 1024 * 1024},

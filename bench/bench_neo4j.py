@@ -32,9 +32,9 @@ from common import peak_rss_mb, write_results  # noqa: E402
 
 from mnemobus.engine.embed import HashEmbedder  # noqa: E402
 from mnemobus.engine.recall import recall  # noqa: E402
-from mnemobus.groups import GroupId, validate_group_id  # noqa: E402
-from mnemobus.procmem import memory_mb  # noqa: E402
-from mnemobus.neo4j_local import LocalNeo4j, ensure_jars  # noqa: E402
+from mnemobus.shared.groups import GroupId, validate_group_id  # noqa: E402
+from mnemobus.shared.procmem import memory_mb  # noqa: E402
+from mnemobus.kernel.neo4j_local import LocalNeo4j, ensure_jars  # noqa: E402
 from mnemobus.store.contract import BatchTransactions, GraphStore, WriteTxn  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for  # noqa: E402
 from mnemobus.store.neo4j import Neo4jStore  # noqa: E402

@@ -48,15 +48,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import cpu_seconds, peak_rss_mb, percentile, print_table, quick, write_results  # noqa: E402
 
-from mnemobus.procmem import memory_mb  # noqa: E402
+from mnemobus.shared.procmem import memory_mb  # noqa: E402
 
-from mnemobus import subjects  # noqa: E402
+from mnemobus.shared import subjects  # noqa: E402
 from mnemobus.bus.connection import Bus  # noqa: E402
 from mnemobus.bus.server import EmbeddedNatsServer  # noqa: E402
-from mnemobus.config import load_settings  # noqa: E402
-from mnemobus.engine import open_engine  # noqa: E402
-from mnemobus.envelope import EnrichedRequest, Meta, Payload, SkillRequest, Source  # noqa: E402
-from mnemobus.groups import GroupId  # noqa: E402
+from mnemobus.shared.config import load_settings  # noqa: E402
+from mnemobus.kernel.backends import open_engine  # noqa: E402
+from mnemobus.shared.envelope import EnrichedRequest, Meta, Payload, SkillRequest, Source  # noqa: E402
+from mnemobus.shared.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Episode, episode_id_for  # noqa: E402
 
 QUICK = quick()

@@ -71,7 +71,7 @@ def _load_by_path(name: str, relative: str):  # type: ignore[no-untyped-def]
 def load_embed_modules():  # type: ignore[no-untyped-def]
     """mnemobus/engine/embed.py, embed_static.py and embedders.py by path: the very same code, without the engine package.
 
-    `mnemobus` itself (a docstring and a version) and `mnemobus.errors` (no imports) come from the
+    `mnemobus` itself (a docstring and a version) and `mnemobus.shared.errors` (no imports) come from the
     project folder; `mnemobus.engine` is never imported, because both modules are in sys.modules first.
     """
     if str(ROOT) not in sys.path:

@@ -13,8 +13,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mnemobus.app import open_runtime, serve  # noqa: E402
-from mnemobus.config import load_settings  # noqa: E402
+from mnemobus.kernel.app import open_runtime, serve  # noqa: E402
+from mnemobus.shared.config import load_settings  # noqa: E402
 from plugins.echo import EchoExecutor  # noqa: E402
 from plugins.memory import MemoryPlugin  # noqa: E402
 

@@ -120,12 +120,12 @@ async def breakdown(n: int) -> dict[str, float]:
     from bench_pipeline import _request
 
     from mnemobus.bus.endpoint import parse_message
-    from mnemobus.config import load_settings
-    from mnemobus.engine import open_engine
+    from mnemobus.shared.config import load_settings
+    from mnemobus.kernel.backends import open_engine
     from mnemobus.engine.render import render_context
-    from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest
-    from mnemobus.identity import IdentityRegistry
-    from mnemobus.limits import query_tail
+    from mnemobus.shared.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest
+    from mnemobus.shared.identity import IdentityRegistry
+    from mnemobus.shared.limits import query_tail
     from mnemobus.store.model import RecallQuery, RecallResult, episode_id_for
 
     if not (CACHE / "plugin.sqlite3.filled").exists():
@@ -207,9 +207,9 @@ async def statements(n: int) -> dict[str, float]:
     what FTS5 runs inside a MATCH, traced with a leading "--", counted apart)."""
     from bench_pipeline import PEOPLE
 
-    from mnemobus.config import load_settings
+    from mnemobus.shared.config import load_settings
     from mnemobus.engine import open_engine
-    from mnemobus.identity import IdentityRegistry
+    from mnemobus.shared.identity import IdentityRegistry
     from mnemobus.store.model import RecallQuery
     from mnemobus.store.sqlite import SqliteStore
 
@@ -266,11 +266,11 @@ def _settings_file(tmpd: Path, url: str) -> Path:
 async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegraph") -> dict[str, float]:
     from bench_pipeline import RELAY_SKILL, _direct, _request, closed_loop, fill
 
-    from mnemobus import subjects
+    from mnemobus.shared import subjects
     from mnemobus.bus.connection import Bus
     from mnemobus.bus.server import EmbeddedNatsServer
-    from mnemobus.config import load_settings
-    from mnemobus.groups import GroupId
+    from mnemobus.shared.config import load_settings
+    from mnemobus.shared.groups import GroupId
 
     CACHE.mkdir(parents=True, exist_ok=True)
     figures: dict[str, float] = {}

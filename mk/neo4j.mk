@@ -29,11 +29,11 @@ $(NEO4J_STAMP): $(NEO4J_DIR)/pom.xml
 
 ## run a local Neo4j in the foreground (prints NEO4J_URI=...; Ctrl-C stops it)
 neo4j-run: neo4j-jars
-	$(NEO4J_PYTHON) -m mnemobus.neo4j_local --print-uri
+	$(NEO4J_PYTHON) -m mnemobus.kernel.neo4j_local --print-uri
 
 ## start, report start time and RSS, stop
 neo4j-check: neo4j-jars
-	$(NEO4J_PYTHON) -m mnemobus.neo4j_local --check
+	$(NEO4J_PYTHON) -m mnemobus.kernel.neo4j_local --check
 
 neo4j-clean:
 	rm -rf $(NEO4J_DIR)/target

@@ -1,1 +1,1 @@
-"""Built-in plugins; outside plugins use the same surface (`mnemobus.plugin`)."""
+"""Built-in plugins; outside plugins use the same surface (`mnemobus.kernel.plugin`)."""

@@ -12,9 +12,9 @@ from typing import Any
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
-from mnemobus.envelope import EpisodeMessage
+from mnemobus.shared.envelope import EpisodeMessage
 
 
 async def worker_settled(bus: Bus, timeout: float = 20) -> bool:

@@ -1,4 +1,4 @@
-"""Shared fixtures for the whole suite (the nats-server ones come from mnemobus.testing)."""
+"""Shared fixtures for the whole suite (the nats-server ones come from mnemobus.kernel.testing)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.neo4j_local import LocalNeo4j, LocalNeo4jError, bolt_handshake, neo4j_conf
+from mnemobus.kernel.neo4j_local import LocalNeo4j, LocalNeo4jError, bolt_handshake, neo4j_conf
 
 
 def test_missing_jars_are_reported_with_the_command_that_fetches_them(tmp_path: Path) -> None:
@@ -23,14 +23,14 @@ def test_conf_keeps_every_listener_on_loopback_with_auth_off() -> None:
 
 
 def test_nothing_listening_is_not_taken_for_bolt() -> None:
-    from mnemobus.neo4j_local import free_port
+    from mnemobus.kernel.neo4j_local import free_port
 
     assert bolt_handshake("127.0.0.1", free_port(), timeout_s=0.5) is False
 
 
 def test_quick_start_options_replace_the_default_collector(tmp_path: Path) -> None:
     """Two collectors on one java command line make the JVM refuse to start."""
-    from mnemobus.neo4j_local import QUICK_START_JVM
+    from mnemobus.kernel.neo4j_local import QUICK_START_JVM
 
     def collectors(cmd: list[str]) -> list[str]:
         return [a for a in cmd if a.startswith("-XX:+Use") and a.endswith("GC")]

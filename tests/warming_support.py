@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import anyio
 
-from mnemobus.config import Settings
-from mnemobus.engine import open_engine
-from mnemobus.groups import GroupId
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.backends import open_engine
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.metrics import PipelineMetrics
 from mnemobus.store.model import Episode, episode_id_for
 
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import anyio
 
-from mnemobus.config import Settings
-from mnemobus.errors import ConfigError
+from mnemobus.shared.config import Settings
+from mnemobus.shared.errors import ConfigError
 from worldstate.goals import load_config
 from worldstate.poller import Poller
 from worldstate.probes import ProbeContext
 
 
 async def _status(settings: Settings, goals: Path | None) -> int:
-    from mnemobus.app import open_runtime
+    from mnemobus.kernel.app import open_runtime
 
     config = load_config(goals)
     async with open_runtime(settings) as rt:

@@ -15,9 +15,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mnemobus import subjects
-from mnemobus.errors import ConfigError
-from mnemobus.groups import InvalidGroupId, validate_group_id
+from mnemobus.shared import subjects
+from mnemobus.shared.errors import ConfigError
+from mnemobus.shared.groups import InvalidGroupId, validate_group_id
 
 DEFAULT_GOALS_FILE = Path("workspace/goals.yaml")
 GOALS_FILE_ENV = "MNEMOBUS_GOALS"

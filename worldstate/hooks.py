@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskStatus
 
-from mnemobus.hooks import RoleStarter, hookimpl
+from mnemobus.kernel.hooks import RoleStarter, hookimpl
 
 if TYPE_CHECKING:
-    from mnemobus.runtime import Runtime
+    from mnemobus.kernel.runtime import Runtime
 
 
 async def start_poller(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -20,11 +20,11 @@ from anyio.abc import TaskStatus
 from worldstate.evaluate import GoalResult, GoalTracker, Transition, evaluate
 from worldstate.goals import WorldstateConfig, load_config
 from worldstate.metrics import WorldstateMetrics
-from mnemobus import extensions
+from mnemobus.kernel import extensions
 from worldstate.probes import Domain, DomainFactory, ProbeContext, observe_domain
 
 if TYPE_CHECKING:
-    from mnemobus.runtime import Runtime
+    from mnemobus.kernel.runtime import Runtime
 
 log = logging.getLogger("mnemobus.worldstate")
 

@@ -21,12 +21,12 @@ from typing import Any, Protocol
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.errors import BucketNotFound, BusError, KeyNotFound, NoKeys, NotFound
-from mnemobus.config import Settings
-from mnemobus.envelope import EpisodeMessage
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.config import Settings
+from mnemobus.shared.envelope import EpisodeMessage
+from mnemobus.shared.metrics import PipelineMetrics
 from mnemobus.store.model import Episode, RecallQuery, episode_id_for
 from worldstate.goals import WorldstateConfig
 

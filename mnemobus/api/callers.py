@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 
 from mnemobus.api.core import Forbidden
-from mnemobus.config import ApiSettings
+from mnemobus.shared.config import ApiSettings
 
 #: how a caller's identity was proven, as the audit records it
 BY_KEY, BY_BUS_ROLE = "api-key", "bus-role"

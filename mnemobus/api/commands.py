@@ -20,8 +20,8 @@ from pydantic import Field
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.promote_command import promote_command, show_promoted
 from mnemobus.engine.render import item_line
-from mnemobus.envelope import ENVELOPE_VERSION, SkillRequest, WireModel
-from mnemobus.errors import InvalidMessage
+from mnemobus.shared.envelope import ENVELOPE_VERSION, SkillRequest, WireModel
+from mnemobus.shared.errors import InvalidMessage
 
 PREFIX = "/memory"
 USAGE = ("usage: /memory show [--promoted] | /memory search <words> | /memory clear [user]  (clear is for admins) | "

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.engine.recall import MAX_GROUPS, checked_groups
-from mnemobus.limits import query_tail
-from mnemobus.envelope import EpisodeMessage
-from mnemobus.errors import InvalidMessage, MnemobusError
-from mnemobus.groups import GroupId
+from mnemobus.shared.limits import query_tail
+from mnemobus.shared.envelope import EpisodeMessage
+from mnemobus.shared.errors import InvalidMessage, MnemobusError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, FactHop, GraphStore
 from mnemobus.store.model import Entity, Episode, Fact, GroupExport, RecallQuery, ScoredEpisode, ScoredFact, episode_id_for
 
@@ -31,10 +31,10 @@ from mnemobus.store.model import Entity, Episode, Fact, GroupExport, RecallQuery
 Recalled = ScoredFact | ScoredEpisode
 
 from mnemobus.api.models import Message
-from mnemobus.config import ApiSettings
+from mnemobus.shared.config import ApiSettings
 
 if TYPE_CHECKING:
-    from mnemobus.runtime import Runtime
+    from mnemobus.kernel.runtime import Runtime
 
 log = logging.getLogger("mnemobus.api")
 
@@ -118,7 +118,7 @@ class MemoryService:
         return True, "ok"
 
     def status(self) -> dict[str, Any] | None:
-        from mnemobus import extensions
+        from mnemobus.kernel import extensions
 
         return extensions.status_document(self.rt)
 

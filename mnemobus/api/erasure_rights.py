@@ -18,7 +18,7 @@ from mnemobus.api.callers import BY_BUS_ROLE, BY_KEY, Caller
 from mnemobus.api.core import Forbidden, MemoryService
 from mnemobus.api.gdpr import AuditEvent, audit_subject, groups_of
 from mnemobus.engine.recall import checked_groups
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import DeleteCounts
 
 log = logging.getLogger("mnemobus.audit")

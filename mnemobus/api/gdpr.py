@@ -17,8 +17,8 @@ from datetime import datetime
 from pydantic import Field
 
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
-from mnemobus.envelope import ENVELOPE_VERSION, WireModel, new_id, utcnow
-from mnemobus.groups import GroupId
+from mnemobus.shared.envelope import ENVELOPE_VERSION, WireModel, new_id, utcnow
+from mnemobus.shared.groups import GroupId
 
 log = logging.getLogger("mnemobus.audit")
 

@@ -14,10 +14,10 @@ from pydantic import BaseModel
 
 from mnemobus.api.core import MemoryService
 from mnemobus.api.models import Body, GroupIdField
-from mnemobus.community_upkeep import make_refresher
+from mnemobus.kernel.community_upkeep import make_refresher
 from mnemobus.engine.communities import CommunityRefresher, RefreshOutcome
-from mnemobus.errors import InvalidMessage
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.communities import CommunityStore, GraphStats
 
 

@@ -44,8 +44,8 @@ from mnemobus.api.models import (
     SearchResults,
 )
 from mnemobus.graphio.page import content_security_policy, page_html
-from mnemobus.errors import EntityExists, InvalidMessage, StoreUnavailable
-from mnemobus.limits import MAX_HTTP_BODY_BYTES
+from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreUnavailable
+from mnemobus.shared.limits import MAX_HTTP_BODY_BYTES
 
 
 #: the graph page is private memory (never cached) that must not reach the network or be framed

@@ -24,8 +24,8 @@ from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.models import Body, DeleteResult, GroupIdField
 from mnemobus.engine.recall import checked_groups
 from mnemobus.engine.retention import cutoff_note, evict_groups, lifecycle_of, policy_of
-from mnemobus.errors import InvalidMessage
-from mnemobus.groups import GroupId, agent_user_group, sanitize_segment, user_group
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.groups import GroupId, agent_user_group, sanitize_segment, user_group
 from mnemobus.store.lifecycle import Eviction, Promoted
 
 log = logging.getLogger("mnemobus.api.lifecycle")

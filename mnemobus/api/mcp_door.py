@@ -24,12 +24,12 @@ from pydantic import BaseModel, Field, ValidationError
 from mnemobus.api.callers import Caller as ProvenCaller, current_caller
 from mnemobus.api.core import MemoryService
 from mnemobus.api.nats_service import error_reply, operations
-from mnemobus.config import Settings
-from mnemobus.errors import ConfigError
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.config import Settings
+from mnemobus.shared.errors import ConfigError
+from mnemobus.shared.metrics import PipelineMetrics
 
 if TYPE_CHECKING:
-    from mnemobus.runtime import Runtime
+    from mnemobus.kernel.runtime import Runtime
 
 log = logging.getLogger("mnemobus.mcp")
 
@@ -266,7 +266,7 @@ EXTRA_MCP_URL = "mcp.url"
 async def run_mcp_http(rt: "Runtime", *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """The `mcp` role: streamable HTTP until `rt.stop` is set, then the open calls finish."""
     from mnemobus.api.service import start_http
-    from mnemobus.warming import warm_engine
+    from mnemobus.kernel.warming import warm_engine
 
     settings = rt.settings
     if not has_http_credentials(settings):

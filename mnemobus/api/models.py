@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-from mnemobus.envelope import utcnow
-from mnemobus.groups import GROUP_ID_PATTERN, MAX_GROUP_ID_LEN, InvalidGroupId, validate_group_id
-from mnemobus.limits import MAX_QUERY_CHARS, Moment, StoredText, clip, lone_surrogate
+from mnemobus.shared.envelope import utcnow
+from mnemobus.shared.groups import GROUP_ID_PATTERN, MAX_GROUP_ID_LEN, InvalidGroupId, validate_group_id
+from mnemobus.shared.limits import MAX_QUERY_CHARS, Moment, StoredText, clip, lone_surrogate
 from mnemobus.store.model import Entity, Episode, Fact, ScoredEpisode, ScoredFact
 
 #: what a client-given message uuid may look like: it becomes part of an idempotency key

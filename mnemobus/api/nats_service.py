@@ -24,7 +24,8 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import BaseModel, ValidationError
 
-from mnemobus import __version__, subjects
+from mnemobus import __version__
+from mnemobus.shared import subjects
 from mnemobus.api import models as m
 from mnemobus.api.commands import CommandReply, run_command
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
@@ -36,8 +37,8 @@ from mnemobus.api.erasure_rights import delete_group_as
 from mnemobus.bus.endpoint import describe_validation_error
 from mnemobus.bus.micro import MicroService, ServiceRequest, reply_subject
 from mnemobus.bus.permissions import forged_reply
-from mnemobus.envelope import SkillRequest, WireModel
-from mnemobus.errors import EntityExists, InvalidMessage, StoreUnavailable
+from mnemobus.shared.envelope import SkillRequest, WireModel
+from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreUnavailable
 
 log = logging.getLogger("mnemobus.api.nats")
 

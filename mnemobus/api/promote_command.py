@@ -14,9 +14,9 @@ from typing import Any
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
 from mnemobus.api.lifecycle import PromoteRequest, promote
 from mnemobus.engine.promoted import promoted_for, promoted_line
-from mnemobus.envelope import SkillRequest
-from mnemobus.errors import InvalidMessage
-from mnemobus.identity import Resolution
+from mnemobus.shared.envelope import SkillRequest
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.identity import Resolution
 from mnemobus.store.lifecycle import PROMOTED_KINDS, PROMOTED_SCOPES
 
 PROMOTE_USAGE = ("usage: /memory promote [--kind decision|lesson|preference|procedure] "

@@ -20,12 +20,12 @@ from anyio.abc import TaskGroup, TaskStatus
 from mnemobus.api.core import MemoryService
 from mnemobus.api.http import create_app
 from mnemobus.api.nats_service import NatsApi
-from mnemobus.errors import ConfigError
-from mnemobus.config import ApiSettings
-from mnemobus.warming import warm_recall_indexes
+from mnemobus.shared.errors import ConfigError
+from mnemobus.shared.config import ApiSettings
+from mnemobus.kernel.warming import warm_recall_indexes
 
 if TYPE_CHECKING:
-    from mnemobus.runtime import Runtime
+    from mnemobus.kernel.runtime import Runtime
 
 log = logging.getLogger("mnemobus.api")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mnemobus.bus.server import EmbeddedNatsServer, NatsServerError
-from mnemobus.ports import free_port
+from mnemobus.shared.ports import free_port
 
 log = logging.getLogger("mnemobus.bus.cluster")
 

@@ -19,9 +19,9 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, KeyValueConfig, RetentionPolicy, StorageType, StreamConfig
 
-from mnemobus import subjects
-from mnemobus.config import NatsSettings
-from mnemobus.errors import MnemobusError
+from mnemobus.shared import subjects
+from mnemobus.shared.config import NatsSettings
+from mnemobus.shared.errors import MnemobusError
 
 log = logging.getLogger("mnemobus.bus")
 

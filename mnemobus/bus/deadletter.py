@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
-from mnemobus.envelope import DeadLetter
-from mnemobus.groups import GROUP_ID_RE
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.envelope import DeadLetter
+from mnemobus.shared.groups import GROUP_ID_RE
+from mnemobus.shared.metrics import PipelineMetrics
 
 log = logging.getLogger("mnemobus.dlq")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.errors import NotFound
-from mnemobus.envelope import DeadLetter
+from mnemobus.shared.envelope import DeadLetter
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from mnemobus.bus.connection import Bus
 from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.permissions import forged_reply
 from mnemobus.bus.router import Route
-from mnemobus.envelope import ErrorReply
-from mnemobus.errors import InvalidMessage
-from mnemobus.limits import lone_surrogate
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.envelope import ErrorReply
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.limits import lone_surrogate
+from mnemobus.shared.metrics import PipelineMetrics
 
 log = logging.getLogger("mnemobus.endpoint")
 

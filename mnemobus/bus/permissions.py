@@ -13,7 +13,7 @@ import json
 import secrets
 from dataclasses import dataclass, field
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 
 #: the one user of an embedded server: the process that started it
 EMBEDDED_USER = "mnemobus"

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mnemobus.errors import MnemobusError
+from mnemobus.shared.errors import MnemobusError
 
 log = logging.getLogger("mnemobus.bus.server")
 

@@ -12,10 +12,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from mnemobus import extensions
-from mnemobus.config import Settings, load_settings
-from mnemobus.errors import ConfigError, MnemobusError
-from mnemobus.redact import RedactingFormatter, mask_urls, redact, secret_values
+from mnemobus.kernel import extensions
+from mnemobus.shared.config import Settings, field_origin, load_settings
+from mnemobus.shared.errors import ConfigError, MnemobusError
+from mnemobus.shared.redact import RedactingFormatter, mask_urls, redact, secret_values
 
 EPILOG = """\
 examples:
@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.chdir:
             os.chdir(args.chdir)
         settings: Settings = load_settings(args.config)
+        extensions.check_parts(settings, lambda loc: field_origin(loc, args.config))
     except (ConfigError, OSError) as exc:
         print(f"mnemobus: configuration refused: {exc}", file=sys.stderr)
         return 2

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mnemobus import subjects
-from mnemobus.config import Settings
+from mnemobus.shared import subjects
+from mnemobus.shared.config import Settings
 
 
 async def request_api(settings: Settings, endpoint: str, data: bytes, timeout_s: float, client: str) -> Any:
     """The service's JSON answer; RuntimeError naming why when there is no service to ask or it refused."""
-    from mnemobus.app import nats_url, running_embedded_url
+    from mnemobus.kernel.app import nats_url, running_embedded_url
     from mnemobus.bus.connection import Bus
 
     if not settings.nats.url and running_embedded_url(settings.nats.data_dir) is None:

@@ -14,15 +14,15 @@ from pathlib import Path
 import anyio
 
 from mnemobus.cli.graph import aware_time
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.engine import open_engine
+    from mnemobus.kernel.backends import open_engine
     from mnemobus.graphio.backfill import backfill_group
     from mnemobus.graphio.checkpoint import Checkpoint, default_path
-    from mnemobus.groups import validate_group_id
+    from mnemobus.shared.groups import validate_group_id
 
     asked = sorted(validate_group_id(g) for g in args.group) if args.group else None
     key = f"groups={','.join(asked) if asked else '*'} since={args.since.isoformat() if args.since else '-'}"

@@ -15,11 +15,11 @@ from typing import Any
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.cluster import stream_leader
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
-from mnemobus.localcluster import DeploymentError, LocalDeployment
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
+from mnemobus.kernel.localcluster import DeploymentError, LocalDeployment
 
 
 @hookimpl
@@ -41,8 +41,9 @@ def _say(line: str) -> None:
 def run_cluster(settings: Settings, args: argparse.Namespace) -> int:
     from mnemobus.engine.embedders import make_embedder
 
-    for noisy in ("mnemobus.bus.server", "mnemobus.runner"):  # each node's and plugin's start: said below instead
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # each node's and plugin's start: said below instead (loggers by name: a logger keeps its name when its module moves)
+    for noisy in (logging.getLogger("mnemobus.bus.server"), logging.getLogger("mnemobus.runner")):
+        noisy.setLevel(logging.WARNING)
     emb = settings.memory.embedding
     make_embedder(emb.provider, emb.model, emb.cache_dir)  # a static table is built here once, not by every role
     deployment = LocalDeployment(args.data_dir.resolve(), plugins=args.plugins, workers=args.workers, say=_say)
@@ -73,9 +74,9 @@ def client_settings(settings: Settings, deployment: LocalDeployment) -> Settings
 
 
 async def _play_and_serve(deployment: LocalDeployment, settings: Settings, once: bool) -> int:
-    from mnemobus.app import _watch_signals, open_runtime, serve
-    from mnemobus.demo import run_demo
-    from mnemobus import extensions
+    from mnemobus.kernel.app import _watch_signals, open_runtime, serve
+    from mnemobus.kernel.demo import run_demo
+    from mnemobus.kernel import extensions
 
     async with open_runtime(client_settings(settings, deployment)) as rt:
         info = await rt.bus.js.stream_info(subjects.EPISODE_STREAM)

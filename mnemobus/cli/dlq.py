@@ -8,16 +8,16 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus import dlq
 from mnemobus.bus.connection import Bus
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 
 
 @contextlib.asynccontextmanager
 async def _bus(settings: Settings) -> AsyncIterator[Bus]:
-    from mnemobus.app import nats_url
+    from mnemobus.kernel.app import nats_url
 
     async with nats_url(settings) as (url, _server, nats_settings):
         bus = await Bus.connect(url, nats_settings, name="mnemobus-dlq")
@@ -31,9 +31,9 @@ async def _bus(settings: Settings) -> AsyncIterator[Bus]:
 def _refusal(subject: str, data: bytes, settings: Settings) -> str | None:
     """Why the worker would dead-letter this episode again (its own parse and checks), or None; a letter that is
     not an episode is replayed as it is."""
-    from mnemobus.envelope import EpisodeMessage
-    from mnemobus.errors import InvalidMessage
-    from mnemobus.worker import parse_message, to_episode
+    from mnemobus.shared.envelope import EpisodeMessage
+    from mnemobus.shared.errors import InvalidMessage
+    from mnemobus.kernel.worker import parse_message, to_episode
 
     if not subject.startswith(subjects.EPISODE_PREFIX + "."):
         return None

@@ -6,13 +6,13 @@ import argparse
 
 import anyio
 
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 
 
 def _handle(settings: Settings, args: argparse.Namespace) -> int:
     from mnemobus.cli import say
-    from mnemobus.doctor import doctor
+    from mnemobus.kernel.doctor import doctor
 
     return anyio.run(lambda: doctor(settings, smoke=args.smoke, say=say))
 

@@ -18,8 +18,8 @@ import anyio
 
 from mnemobus.cli.graph_evict import add_evict_command
 from mnemobus.cli.graph_upkeep import add_commands as add_upkeep_commands
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 
 FORMATS = ("jsonl", "graphml", "mermaid", "html")
 
@@ -40,12 +40,12 @@ def write_text(lines: Iterable[str], out: Path | None) -> None:
 
 
 async def export(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.engine import build_store
+    from mnemobus.kernel.backends import build_store
     from mnemobus.engine.embed import DIM
-    from mnemobus.errors import MnemobusError
+    from mnemobus.shared.errors import MnemobusError
     from mnemobus.graphio.export import graphml_lines, jsonl_lines, mermaid_lines
     from mnemobus.graphio.page import page_html
-    from mnemobus.groups import validate_group_id
+    from mnemobus.shared.groups import validate_group_id
 
     group = validate_group_id(args.group)
     store = build_store(settings, DIM)

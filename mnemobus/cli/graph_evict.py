@@ -12,14 +12,14 @@ from datetime import UTC, datetime
 
 import anyio
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 
 
 async def evict(settings: Settings, args: argparse.Namespace) -> int:
     from mnemobus.engine import build_store
     from mnemobus.engine.embed import DIM
     from mnemobus.engine.retention import evict_groups, policy_of
-    from mnemobus.groups import validate_group_id
+    from mnemobus.shared.groups import validate_group_id
 
     store = build_store(settings, DIM)
     await store.open()

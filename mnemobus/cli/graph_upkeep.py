@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 
 STATS_COLUMNS = ("group_id", "entities", "active_facts", "ended_facts", "communities", "largest_community",
                  "last_refresh", "evicted")

@@ -11,13 +11,13 @@ import argparse
 import os
 import sys
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
     from neo4j import AsyncGraphDatabase
 
-    from mnemobus.engine import open_engine
+    from mnemobus.kernel.backends import open_engine
     from mnemobus.graphio.checkpoint import Checkpoint, default_path
     from mnemobus.graphio.graphiti import import_graphiti
     from mnemobus.graphio.resumable import DeadLetters

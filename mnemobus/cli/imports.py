@@ -13,12 +13,12 @@ from pathlib import Path
 
 import anyio
 
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.errors import MnemobusError
+    from mnemobus.shared.errors import MnemobusError
     from mnemobus.graphio.checkpoint import Checkpoint, default_path
     from mnemobus.graphio.resumable import import_file
 
@@ -29,7 +29,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     dead_path = where.with_suffix(".dead.jsonl")
     what = f"import {args.import_kind} {source.name}"
     if args.import_kind == "messages":
-        from mnemobus.engine import open_engine
+        from mnemobus.kernel.backends import open_engine
         from mnemobus.graphio.messages import MessagesImporter
 
         engine = await open_engine(settings)
@@ -40,7 +40,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         finally:
             await engine.close()
     else:
-        from mnemobus.engine import build_store
+        from mnemobus.kernel.backends import build_store
         from mnemobus.engine.embed import DIM
         from mnemobus.graphio.restore import RowsImporter
 

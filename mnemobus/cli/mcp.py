@@ -6,14 +6,14 @@ import argparse
 
 import anyio
 
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 
 
 async def _serve(settings: Settings) -> int:
     from mnemobus.api.mcp_door import run_mcp_stdio
-    from mnemobus.app import open_runtime, serve
-    from mnemobus.warming import warm_engine
+    from mnemobus.kernel.app import open_runtime, serve
+    from mnemobus.kernel.warming import warm_engine
 
     # the embedder loads beside the handshake, not before it: a first start in a fresh directory builds the
     # static table (20 s or more), and a client waiting that long for `initialize` gives up or looks hung

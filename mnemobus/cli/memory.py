@@ -14,9 +14,9 @@ import sys
 
 import anyio
 
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
-from mnemobus.envelope import Meta, Payload, SkillRequest, Source
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
+from mnemobus.shared.envelope import Meta, Payload, SkillRequest, Source
 from mnemobus.store.lifecycle import PROMOTED_KINDS, PROMOTED_SCOPES
 
 

@@ -6,14 +6,14 @@ import argparse
 
 import anyio
 
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
-from mnemobus.groups import validate_group_id
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
+from mnemobus.shared.groups import validate_group_id
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.engine import build_store
-    from mnemobus.migrate import migrate, text_progress
+    from mnemobus.kernel.backends import build_store
+    from mnemobus.kernel.migrate import migrate, text_progress
 
     dim = 384
     sqlite_settings = settings.model_copy(update={"store": settings.store.model_copy(update={"backend": "sqlite"})})

@@ -11,10 +11,10 @@ import argparse
 from pathlib import Path
 
 from mnemobus.bus.permissions import ROLES, generated_passwords, nats_authorization
-from mnemobus.subjects import inbox_root
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
-from mnemobus.private_files import write_private
+from mnemobus.shared.subjects import inbox_root
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
+from mnemobus.shared.private_files import write_private
 
 
 @hookimpl

@@ -6,15 +6,12 @@ import argparse
 
 import anyio
 
-from mnemobus import extensions
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
-
-CORE_ROLES = ("plugin", "worker")
-
+from mnemobus.kernel import extensions
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 
 def _handle(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.app import run
+    from mnemobus.kernel.app import run
     from mnemobus.cli import say
 
     demo = args.demo or args.once
@@ -24,7 +21,7 @@ def _handle(settings: Settings, args: argparse.Namespace) -> int:
 @hookimpl
 def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     run = subcommands.add_parser("run", help="run one role, or all of them, until Ctrl-C")
-    roles = [*CORE_ROLES, *sorted(extensions.roles()), "all"]
+    roles = [*extensions.roles(), "all"]
     run.add_argument("--role", choices=roles, default="all",
                      help="plugin: enrich agent.skill.request; worker: store episodes; api: memory service; "
                           "worldstate: probes, goals, metrics; installed packages may add more (default: all)")

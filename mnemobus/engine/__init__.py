@@ -11,29 +11,22 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
-
 import anyio.to_thread
 
-from mnemobus.config import Settings
 from mnemobus.engine.embed import Embedder
-from mnemobus.engine.embedders import make_embedder
 from mnemobus.engine.extract import Extractor
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.ingest import Disambiguator, ExtractionObserver, Ingestor, word_subset_disambiguator
 from mnemobus.engine.recall import checked_groups, recall
-from mnemobus.engine.recipes import DEFAULT_RECIPE, RECIPES, Recipe, recipe_named, tuned
+from mnemobus.engine.recipes import DEFAULT_RECIPE, RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import rrf
 from mnemobus.engine.text import display_name, normalise_name, query_terms
-from mnemobus.errors import ConfigError, EntityExists, InvalidMessage, StoreIntegrityError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreIntegrityError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import FactHop, GraphStore, neighbourhood
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, IngestOutcome, RecallQuery, RecallResult
 
-if TYPE_CHECKING:
-    from mnemobus.metrics import LlmMetrics
-
-__all__ = ["MemoryEngine", "ScoredEntity", "open_engine", "build_store"]
+__all__ = ["MemoryEngine", "ScoredEntity"]
 
 log = logging.getLogger("mnemobus.engine")
 
@@ -173,47 +166,3 @@ class MemoryEngine:
             raise EntityExists(f"group {group!r} already has {shown!r} as entity {known.id!r}", known.id)
         stored = await self.store.get_entities(group, [entity_id])
         return stored[0] if stored else entity  # the group was deleted since (another process): it was created
-
-
-def build_store(settings: Settings, dim: int) -> GraphStore:
-    store_settings = settings.store
-    if store_settings.backend == "sqlite":
-        from mnemobus.store.sqlite import SqliteStore
-
-        return SqliteStore(store_settings.sqlite_path, dim=dim, vector_cache_mb=store_settings.vector_cache_mb)
-    if store_settings.backend == "neo4j":
-        try:
-            from mnemobus.store.neo4j import Neo4jStore  # type: ignore[attr-defined]
-        except ImportError as exc:
-            raise ConfigError(f"store.backend: neo4j backend is not available: {exc}") from exc
-        return Neo4jStore.from_settings(store_settings.neo4j, dim=dim, vector_cache_mb=store_settings.vector_cache_mb)
-    raise ConfigError(f"store.backend: unknown backend {store_settings.backend!r}")
-
-
-async def _check_endpoint_embedder(embedder: Embedder) -> None:
-    """A wrong dimension refuses start (ConfigError naming the key); an endpoint that is down only warns: the
-    worker retries its batches and recall fails open until it is back."""
-    from mnemobus.engine.llm.endpoint import EndpointError
-
-    try:
-        await anyio.to_thread.run_sync(embedder.embed, ["dimension check"])
-    except EndpointError as exc:
-        log.warning("the embedding endpoint did not answer at start (%s); going on", exc)
-
-
-async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None) -> MemoryEngine:
-    from mnemobus.engine.llm import build_embedder, build_extractor
-    from mnemobus.metrics import LlmMetrics
-
-    metrics = llm_metrics or LlmMetrics()
-    emb = settings.memory.embedding
-    if emb.provider == "openai":
-        embedder: Embedder = build_embedder(emb.openai, emb.batch_size, metrics)
-        await _check_endpoint_embedder(embedder)
-    else:
-        embedder = make_embedder(emb.provider, emb.model, emb.cache_dir)
-    extractor = build_extractor(settings.extraction, ParsedExtractor(), metrics)
-    store = build_store(settings, embedder.dim)
-    await store.open()
-    return MemoryEngine(store, extractor, embedder,
-                        recipes=tuned(settings.memory.recall.model_dump(exclude_unset=True)))

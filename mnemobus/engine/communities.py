@@ -24,8 +24,8 @@ import anyio.to_thread
 from mnemobus.engine.community_summary import OfflineSummariser, Sketch, Summariser
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.label_propagation import Found, Propagation
-from mnemobus.groups import GroupId
-from mnemobus.metrics import CommunityMetrics
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.metrics import CommunityMetrics
 from mnemobus.store.communities import Community, CommunityStore, Edge
 from mnemobus.store.contract import GraphStore, neighbourhood
 

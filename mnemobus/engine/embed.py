@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from mnemobus.errors import ConfigError
+from mnemobus.shared.errors import ConfigError
 
 DIM = 384
 _WORD = re.compile(r"\w+", re.UNICODE)

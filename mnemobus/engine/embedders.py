@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mnemobus.engine.embed import CachedEmbedder, Embedder, HashEmbedder, LocalOnnxEmbedder
 from mnemobus.engine.embed_static import StaticEmbedder
-from mnemobus.errors import ConfigError
+from mnemobus.shared.errors import ConfigError
 
 
 def make_embedder(provider: str, model: str, cache_dir: Path | str = "data/embeddings") -> Embedder:

@@ -24,7 +24,7 @@ from datetime import datetime
 import numpy as np
 
 from mnemobus.engine.recipes import Recipe
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import EntityLinks, GraphStore
 
 MODES = ("off", "bfs", "activation", "ppr")

@@ -26,9 +26,9 @@ from mnemobus.engine.extract import (
 from mnemobus.engine.mentions import named_spans
 from mnemobus.engine.relations import canonical_extraction, one_value, symmetric
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
-from mnemobus.errors import InvalidMessage
-from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
-from mnemobus.limits import MAX_CONTENT_CHARS
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.groups import GroupId, InvalidGroupId, validate_group_id
+from mnemobus.shared.limits import MAX_CONTENT_CHARS
 from mnemobus.store.contract import BatchTransactions, GraphStore, Prefetch, WriteTxn
 from mnemobus.store.erasures import check_still_there, erasures_seen
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome

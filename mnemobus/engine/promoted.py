@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mnemobus.engine.render import neutralise, render_context
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.lifecycle import Lifecycle, Promoted
 from mnemobus.store.model import RecallResult
 

@@ -25,10 +25,10 @@ from mnemobus.engine.graph_recall import Activated, graph_rankings
 from mnemobus.engine.recipes import RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import fact_weight, forgotten, rrf
 from mnemobus.engine.text import query_terms
-from mnemobus.errors import InvalidMessage
-from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
-from mnemobus.limits import MAX_QUERY_CHARS
-from mnemobus.store.contract import GraphStore, Hit, Standing
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.groups import GroupId, InvalidGroupId, validate_group_id
+from mnemobus.shared.limits import MAX_QUERY_CHARS
+from mnemobus.store.contract import GraphStore, Hit, Standing, StoreReads
 from mnemobus.store.model import Fact, Neighbour, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 
 MAX_GROUPS = 64
@@ -53,7 +53,7 @@ class WeighedFact:
     score: float
 
 
-async def whole_facts(store: GraphStore, found: list[WeighedFact]) -> list[ScoredFact]:
+async def whole_facts(store: StoreReads, found: list[WeighedFact]) -> list[ScoredFact]:
     """The chosen facts as whole rows, in the order given; a fact deleted since it was weighed is left out."""
     wanted: dict[GroupId, list[str]] = {}
     for f in found:
@@ -68,7 +68,7 @@ async def whole_facts(store: GraphStore, found: list[WeighedFact]) -> list[Score
     return out
 
 
-async def _search_group(store: GraphStore, group: GroupId, terms: list[str], vector: np.ndarray | None,
+async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vector: np.ndarray | None,
                         as_of: datetime, recipe: Recipe, query: RecallQuery,
                         ) -> tuple[list[WeighedFact], list[ScoredEpisode]]:
     """One group in three rounds: every candidate query, then the graph walk from the matched entities, then the rows.
@@ -225,7 +225,7 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
         return _dedupe(found_facts, lambda f: f.row.fact.casefold(), lambda f: order[f.group_id],
                        lambda f: f.score, lambda f: f.row.id, query.max_facts)
 
-    async def search_all(view: GraphStore, vector: np.ndarray | None) -> list[ScoredFact]:
+    async def search_all(view: StoreReads, vector: np.ndarray | None) -> list[ScoredFact]:
         per_group = await view.gather([
             functools.partial(_search_group, view, group, terms, vector, as_of, recipe, query) for group in groups])
         for facts, episodes in per_group:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mnemobus.errors import InvalidMessage
+from mnemobus.shared.errors import InvalidMessage
 
 
 @dataclass(frozen=True, slots=True)

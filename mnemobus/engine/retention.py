@@ -1,6 +1,6 @@
 """Retention and decay over many groups, and what a history query says once part of its past was evicted.
 
-Shared by the worker's schedule (`mnemobus.upkeep`) and the on-demand doors (`mnemobus graph evict`, the
+Shared by the worker's schedule (`mnemobus.kernel.upkeep`) and the on-demand doors (`mnemobus graph evict`, the
 `memory.api.evict` endpoint), so a scheduled and a requested eviction remove exactly the same rows and are
 counted the same way: a metric per row kind and trigger, and a log line per group that lost anything.
 """
@@ -11,9 +11,9 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from mnemobus.config import DecaySettings, RetentionSettings
-from mnemobus.groups import GroupId
-from mnemobus.metrics import LifecycleMetrics
+from mnemobus.shared.config import DecaySettings, RetentionSettings
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.metrics import LifecycleMetrics
 from mnemobus.store.lifecycle import Eviction, Lifecycle, RetentionPolicy
 
 log = logging.getLogger("mnemobus.retention")

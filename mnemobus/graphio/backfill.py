@@ -31,7 +31,7 @@ from pathlib import Path
 from mnemobus.engine import MemoryEngine
 from mnemobus.graphio.progress import Counts, ProgressLine
 from mnemobus.graphio.restore import Row, write_rows
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import GraphStore
 from mnemobus.store.model import Entity, Fact, GroupExport, IngestOutcome
 

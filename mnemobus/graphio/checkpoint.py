@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mnemobus.errors import MnemobusError
+from mnemobus.shared.errors import MnemobusError
 
 HEAD_BYTES = 64 * 1024
 

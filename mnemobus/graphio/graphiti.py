@@ -23,13 +23,13 @@ import anyio
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.ingest import EMBED_EPISODE_CHARS
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
-from mnemobus.errors import InvalidMessage, MnemobusError
+from mnemobus.shared.errors import InvalidMessage, MnemobusError
 from mnemobus.graphio.checkpoint import Checkpoint
 from mnemobus.graphio.progress import Counts, ProgressLine
 from mnemobus.graphio.restore import Row, write_rows
 from mnemobus.graphio.resumable import DeadLetters, Line
 from mnemobus.graphio.rows import item_of
-from mnemobus.groups import InvalidGroupId, validate_group_id
+from mnemobus.shared.groups import InvalidGroupId, validate_group_id
 from mnemobus.store.contract import GraphStore
 from mnemobus.store.model import Entity, Episode, Fact
 

@@ -25,15 +25,15 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.endpoint import parse_message
 from mnemobus.engine import MemoryEngine
-from mnemobus.envelope import EpisodeMessage
-from mnemobus.errors import InvalidMessage
+from mnemobus.shared.envelope import EpisodeMessage
+from mnemobus.shared.errors import InvalidMessage
 from mnemobus.graphio.progress import Counts
 from mnemobus.graphio.resumable import DeadLetters, Line
 from mnemobus.store.model import Episode, IngestOutcome, episode_id_for
-from mnemobus.worker import to_episode
+from mnemobus.kernel.worker import to_episode
 
 PLATFORM = "import"
 

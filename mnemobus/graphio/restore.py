@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mnemobus.errors import InvalidMessage, MnemobusError
+from mnemobus.shared.errors import InvalidMessage, MnemobusError
 from mnemobus.graphio.progress import Counts
 from mnemobus.graphio.resumable import DeadLetters, Line
 from mnemobus.graphio.rows import FORMAT, VERSION, item_of, vector_of
-from mnemobus.groups import GroupId, InvalidGroupId, validate_group_id
+from mnemobus.shared.groups import GroupId, InvalidGroupId, validate_group_id
 from mnemobus.store.contract import GraphStore
 from mnemobus.store.model import Entity, Episode, Fact, Vector
 

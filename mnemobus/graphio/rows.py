@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
-from mnemobus.errors import InvalidMessage
-from mnemobus.groups import InvalidGroupId, validate_group_id
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.groups import InvalidGroupId, validate_group_id
 from mnemobus.store.model import Entity, Episode, Fact, Vector
 
 FORMAT = "mnemobus-export"

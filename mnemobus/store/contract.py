@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour, Vector
 
 T = TypeVar("T")
@@ -196,17 +196,9 @@ async def side_by_side(calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[An
 
 
 @runtime_checkable
-class GraphStore(Protocol):
-    name: str
-
-    async def open(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    async def ping(self) -> None:
-        """Raise StoreUnavailable when the store cannot answer a trivial query."""
-
-    # -- what recall needs ----------------------------------------------------------------------
+class StoreReads(Protocol):
+    """What recall and the graph tools read: candidate queries (ranked best first), fetches and counts. A
+    new backend can pass the read half of the conformance suite with only this and `StoreWrites`."""
 
     async def run_reads(self, work: Callable[[GraphStore, P], Awaitable[T]], prepare: Callable[[], P]) -> T:
         """Run one recall's reads the way this backend answers them best: `prepare()` (CPU work: embedding the
@@ -223,8 +215,6 @@ class GraphStore(Protocol):
         """What ranking needs of the named facts (missing ids skipped), in the order asked: a Standing where
         that is cheaper than the whole fact (SQLite: no joins), else the whole Fact, which recall then does
         not read again."""
-
-    # -- episodes -------------------------------------------------------------
 
     async def get_episode(self, group_id: GroupId, episode_id: str) -> Episode | None: ...
 
@@ -245,39 +235,6 @@ class GraphStore(Protocol):
         """For each named episode, the episodes said just before and after it in its group and channel: up to
         `span` each side, each within `within_s` seconds of it, nearest first; order is reference time, then
         id at a tie. A turn's meaning often sits in the turns around it (a question and its answer)."""
-
-    async def delete_group(self, group_id: GroupId) -> DeleteCounts:
-        """Remove every episode, entity, fact, link and embedding of the group."""
-
-    async def delete_groups(self, group_ids: Sequence[GroupId]) -> DeleteCounts:
-        """delete_group for each, all of them or none where the store has transactions that can hold them (a
-        user's erasure must not stop half-way); a store that must delete in batches (Neo4j past one transaction's
-        size) journals the erasure and finishes one cut short (store/neo4j/erasure.py)."""
-
-    async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
-        """Remove one fact and its provenance (zero counts when absent); the facts it had superseded become valid
-        again, as after a delete_episode that took away their contradiction."""
-
-    async def erase_residue(self) -> None:
-        """After deletes that must erase (a GDPR request): leave no copy of deleted text in the store's files
-        (index segments, write-ahead log), as far as the backend allows; docs/api.md says how far each goes."""
-
-    async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
-        """Remove one episode, its links, and the facts and entities no other episode supports (zero counts when absent).
-
-        Facts that a removed fact had superseded become valid again.
-        """
-
-    async def group_ids(self) -> list[GroupId]:
-        """Every group the store holds (what `mnemobus migrate` copies by default)."""
-
-    async def export_group(self, group_id: GroupId) -> GroupExport:
-        """Every row of the group as stored, with embeddings and screening flags (mnemobus.migrate.Exportable)."""
-
-    def transaction(self) -> AbstractAsyncContextManager[WriteTxn]:
-        """Open the single write transaction; see WriteTxn."""
-
-    # -- candidate queries (ranked best first) --------------------------------
 
     async def search_facts_text(
         self, group_id: GroupId, terms: Sequence[str], as_of: datetime, limit: int
@@ -338,6 +295,17 @@ class GraphStore(Protocol):
         """Every fact (held or ended) drawn from any of the episodes: what a message said, and whether it still
         holds, for a door that returns the message itself."""
 
+    async def count_facts(self, group_id: GroupId | None = None) -> int: ...
+
+
+@runtime_checkable
+class StoreWrites(Protocol):
+    """What ingestion writes: one atomic transaction per episode (see WriteTxn), and the retrieval counts
+    recall keeps."""
+
+    def transaction(self) -> AbstractAsyncContextManager[WriteTxn]:
+        """Open the single write transaction; see WriteTxn."""
+
     async def mark_retrieved(self, group_id: GroupId, fact_ids: Sequence[str]) -> None:
         """Count one more retrieval of each fact (feeds the retrieval-count weight)."""
 
@@ -346,7 +314,58 @@ class GraphStore(Protocol):
         ranks often-recalled facts a little higher; an evaluation that asks many questions starts each measured
         pass from zero so one pass never tilts the next."""
 
-    async def count_facts(self, group_id: GroupId | None = None) -> int: ...
+
+@runtime_checkable
+class StoreErasure(Protocol):
+    """What deleting needs (the API's deletes and GDPR erasure): rows away, and no copy left behind."""
+
+    async def delete_group(self, group_id: GroupId) -> DeleteCounts:
+        """Remove every episode, entity, fact, link and embedding of the group."""
+
+    async def delete_groups(self, group_ids: Sequence[GroupId]) -> DeleteCounts:
+        """delete_group for each, all of them or none where the store has transactions that can hold them (a
+        user's erasure must not stop half-way); a store that must delete in batches (Neo4j past one transaction's
+        size) journals the erasure and finishes one cut short (store/neo4j/erasure.py)."""
+
+    async def delete_fact(self, group_id: GroupId, fact_id: str) -> DeleteCounts:
+        """Remove one fact and its provenance (zero counts when absent); the facts it had superseded become valid
+        again, as after a delete_episode that took away their contradiction."""
+
+    async def delete_episode(self, group_id: GroupId, episode_id: str) -> DeleteCounts:
+        """Remove one episode, its links, and the facts and entities no other episode supports (zero counts when absent).
+
+        Facts that a removed fact had superseded become valid again.
+        """
+
+    async def erase_residue(self) -> None:
+        """After deletes that must erase (a GDPR request): leave no copy of deleted text in the store's files
+        (index segments, write-ahead log), as far as the backend allows; docs/api.md says how far each goes."""
+
+
+@runtime_checkable
+class StoreAdmin(Protocol):
+    """What running and moving a store needs: open, close, a liveness check, and every group as rows
+    (`mnemobus migrate`, `doctor`, the heartbeat's store check)."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable when the store cannot answer a trivial query."""
+
+    async def group_ids(self) -> list[GroupId]:
+        """Every group the store holds (what `mnemobus migrate` copies by default)."""
+
+    async def export_group(self, group_id: GroupId) -> GroupExport:
+        """Every row of the group as stored, with embeddings and screening flags (mnemobus.kernel.migrate.Exportable)."""
+
+
+@runtime_checkable
+class GraphStore(StoreReads, StoreWrites, StoreErasure, StoreAdmin, Protocol):
+    """The whole store a backend implements: the union of what each kind of caller needs."""
+
+    name: str
 
 
 @runtime_checkable
@@ -388,7 +407,7 @@ def pick_by_type(found: Sequence[tuple[str, T]], types: Sequence[str] | None) ->
     return min(found, key=lambda tf: list(types).index(tf[0]))[1]
 
 
-async def neighbourhood(store: GraphStore, group_id: GroupId, entity_ids: Sequence[str], **walk: Any) -> list[FactHop]:
+async def neighbourhood(store: StoreReads, group_id: GroupId, entity_ids: Sequence[str], **walk: Any) -> list[FactHop]:
     """`walk` (same keywords: as_of, max_hops, relations, edge_types, limit) with each fact read in full: for
     graph traversal, where every step is shown."""
     steps = await store.walk(group_id, entity_ids, **walk)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from mnemobus.errors import MnemobusError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import MnemobusError
+from mnemobus.shared.groups import GroupId
 
 
 class GroupErased(MnemobusError):

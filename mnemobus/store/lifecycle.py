@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, runtime_checkable
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 
 PromotedKind = Literal["decision", "lesson", "preference", "procedure"]
 PromotedScope = Literal["session", "workspace", "user"]

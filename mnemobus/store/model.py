@@ -9,7 +9,7 @@ from typing import Literal
 
 import numpy as np
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 
 Vector = np.ndarray  # float32, shape (dim,), unit length
 EdgeType = Literal["causal", "temporal", "semantic", "co-occurrence", "hierarchical"]

@@ -6,8 +6,8 @@ it tells what it received and how many recalled lines came with it.
 
 from __future__ import annotations
 
-from mnemobus.hooks import hookimpl
-from mnemobus.plugin import EnrichedRequest, MessageContext, PluginContext, Router, Settings, WireModel, subjects
+from mnemobus.kernel.hooks import hookimpl
+from mnemobus.kernel.plugin import EnrichedRequest, MessageContext, PluginContext, Router, Settings, WireModel, subjects
 
 
 class ExecutorReply(WireModel):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mnemobus.config import Settings
-from mnemobus.hooks import hookimpl
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.hooks import hookimpl
 from plugins.memory.plugin import MemoryPlugin
 
 __all__ = ["MemoryPlugin"]

@@ -15,12 +15,12 @@ import anyio
 
 from mnemobus.engine.promoted import promoted_for, render_with_promoted
 from mnemobus.store.lifecycle import Promoted
-from mnemobus.groups import GroupId
-from mnemobus.limits import query_tail
-from mnemobus.envelope import MemoryContext
-from mnemobus.errors import InvalidMessage
-from mnemobus.logthrottle import ThrottledLog
-from mnemobus.plugin import PluginContext
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.limits import query_tail
+from mnemobus.shared.envelope import MemoryContext
+from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.logthrottle import ThrottledLog
+from mnemobus.kernel.plugin import PluginContext
 from mnemobus.store.model import RecallQuery, RecallResult
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from mnemobus.envelope import EpisodeMessage
-from mnemobus.limits import clip
+from mnemobus.shared.envelope import EpisodeMessage
+from mnemobus.shared.limits import clip
 from mnemobus.store.model import episode_id_for
 
 

@@ -15,17 +15,17 @@ from typing import Any
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.endpoint import MessageContext
 from mnemobus.bus.errors import NoResponders, RequestTimeout
 from mnemobus.bus.router import Router
-from mnemobus.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest, SkillResponse
-from mnemobus.groups import GroupId
+from mnemobus.shared.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest, SkillResponse
+from mnemobus.shared.groups import GroupId
 from mnemobus.engine.render import enriched_content
-from mnemobus.identity import Resolution
-from mnemobus.limits import clip
-from mnemobus.logthrottle import ThrottledLog
-from mnemobus.plugin import PluginContext
+from mnemobus.shared.identity import Resolution
+from mnemobus.shared.limits import clip
+from mnemobus.shared.logthrottle import ThrottledLog
+from mnemobus.kernel.plugin import PluginContext
 from plugins.memory.enrich import RecallGuards, recall_for_request
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.formation import FormationGate
@@ -33,7 +33,7 @@ from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import LoopLag
 from plugins.memory.outbox import EpisodeOutbox
 from mnemobus.store.model import episode_id_for
-from mnemobus.warming import warm_recall_indexes
+from mnemobus.kernel.warming import warm_recall_indexes
 
 log = logging.getLogger("mnemobus.plugin.memory")
 

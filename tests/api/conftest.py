@@ -13,11 +13,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.api.service import EXTRA_SERVICE, EXTRA_URL, run_api
-from mnemobus.config import ApiKey, ApiSettings
-from mnemobus.app import Runtime, open_runtime, serve
-from mnemobus.config import Settings
+from mnemobus.shared.config import ApiKey, ApiSettings
+from mnemobus.kernel.app import Runtime, open_runtime, serve
+from mnemobus.shared.config import Settings
 
 
 #: josh's key (an admin in users.yaml) to the services that must know who is asking (`/memory clear`, delete-user)
@@ -110,7 +110,7 @@ def users_file(tmp_path):  # type: ignore[no-untyped-def]
 
 
 def command(content: str, *, user: str = "111", platform: str = "discord", agent: str = "echo") -> Any:
-    from mnemobus.envelope import Meta, Payload, SkillRequest, Source
+    from mnemobus.shared.envelope import Meta, Payload, SkillRequest, Source
 
     return SkillRequest(source=Source(platform=platform, user_id=user, channel_id="c1"),
                         payload=Payload(skill="chat", content=content, meta=Meta(agent_id=agent)))

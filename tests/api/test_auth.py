@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from mnemobus.config import ApiSettings
+from mnemobus.shared.config import ApiSettings
 from tests.api.conftest import Api
 
 pytestmark = pytest.mark.anyio

@@ -7,9 +7,9 @@ import json
 import anyio
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.cli import memory as api_cli
-from mnemobus.config import ApiSettings, Settings
+from mnemobus.shared.config import ApiSettings, Settings
 from pydantic import SecretStr
 
 from tests.api.conftest import ANA_KEY, SHARED_KEY, Api, command, keyed_api_config

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from tests.api.conftest import Api, command
 
 pytestmark = pytest.mark.anyio

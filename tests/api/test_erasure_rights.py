@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mnemobus.config import ApiSettings
-from mnemobus.groups import GroupId
+from mnemobus.shared.config import ApiSettings
+from mnemobus.shared.groups import GroupId
 from tests.api.conftest import ADMIN_KEY, ANA_KEY, SHARED_KEY, Api, keyed_api_config
 
 pytestmark = pytest.mark.anyio

@@ -7,15 +7,15 @@ import json
 import pytest
 from nats.js.errors import NotFoundError
 
-from mnemobus import subjects
-from mnemobus.groups import GroupId
-from mnemobus.config import ApiSettings
+from mnemobus.shared import subjects
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.config import ApiSettings
 from pydantic import SecretStr
 
 from mnemobus.api.core import MemoryService
 from mnemobus.api.service import check_key_owners
-from mnemobus.config import ApiKey
-from mnemobus.errors import ConfigError
+from mnemobus.shared.config import ApiKey
+from mnemobus.shared.errors import ConfigError
 from tests.api.conftest import ADMIN_KEY, ANA_KEY, SHARED_KEY, Api, keyed_api_config
 
 pytestmark = pytest.mark.anyio

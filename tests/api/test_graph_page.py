@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from conftest import Api, keyed_api_config  # same folder (pytest prepend import mode)
-from mnemobus.config import ApiSettings
-from mnemobus.headless import Browser
+from mnemobus.shared.config import ApiSettings
+from mnemobus.kernel.headless import Browser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graphio"))
 from graph_support import ROOT, build_josh  # noqa: E402  (the graphio tests' own helpers)

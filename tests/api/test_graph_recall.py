@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from mnemobus.config import RecallTuning, Settings
+from mnemobus.shared.config import RecallTuning, Settings
 from tests.api.conftest import Api, wait_for
 from tests.pipeline.conftest import ask, request, running, wait_for_episodes
 

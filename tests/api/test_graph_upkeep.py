@@ -13,11 +13,11 @@ import anyio
 import httpx
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.api.service import EXTRA_URL, run_api
-from mnemobus.app import open_runtime, serve
+from mnemobus.kernel.app import open_runtime, serve
 from mnemobus.cli import graph as graph_cli
-from mnemobus.config import ApiSettings, Settings
+from mnemobus.shared.config import ApiSettings, Settings
 
 from tests.api.conftest import Api
 from tests.store.conftest import neo4j_uri  # noqa: F401 - the session's Neo4j, for the neo4j half

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mnemobus.limits import MAX_CONTENT_CHARS, MAX_HTTP_BODY_BYTES
+from mnemobus.shared.limits import MAX_CONTENT_CHARS, MAX_HTTP_BODY_BYTES
 from tests.api.conftest import Api
 
 pytestmark = pytest.mark.anyio
@@ -91,8 +91,8 @@ async def test_an_unexpected_error_is_a_json_500_and_the_connection_keeps_servin
 
 async def test_clear_on_a_failing_store_answers_503_and_keeps_what_is_still_queued(api: Api, group_id: str,
                                                                                  monkeypatch) -> None:
-    from mnemobus import subjects
-    from mnemobus.errors import StoreUnavailable
+    from mnemobus.shared import subjects
+    from mnemobus.shared.errors import StoreUnavailable
 
     await api.say(group_id, "I keep a journal")
     stream_before = (await api.rt.bus.js.stream_info(subjects.EPISODE_STREAM)).state.messages
@@ -148,7 +148,7 @@ async def test_a_reserved_group_id_is_refused_for_writes_and_reads(api: Api, gro
 
 
 async def test_deleting_the_unrouted_group_is_refused_and_its_dead_letters_kept(api: Api) -> None:
-    from mnemobus import subjects
+    from mnemobus.shared import subjects
 
     await api.rt.bus.js_publish(subjects.dlq(subjects.UNROUTED_GROUP), b'{"reason": "malformed_json"}')
     before = (await api.rt.bus.js.stream_info(subjects.DLQ_STREAM)).state.messages

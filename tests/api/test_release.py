@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from mnemobus.api.service import EXTRA_URL, run_api
-from mnemobus.app import open_runtime
-from mnemobus.config import ApiSettings, Settings
+from mnemobus.kernel.app import open_runtime
+from mnemobus.shared.config import ApiSettings, Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ import anyio
 import pytest
 
 from mnemobus.api.service import run_api
-from mnemobus.config import ApiSettings
-from mnemobus.app import open_runtime, serve
-from mnemobus.config import Settings
+from mnemobus.shared.config import ApiSettings
+from mnemobus.kernel.app import open_runtime, serve
+from mnemobus.shared.config import Settings
 from plugins.memory import MemoryPlugin
 from tests.warming_support import until_warmed, write_groups_in_order
 

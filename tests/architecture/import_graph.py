@@ -107,3 +107,19 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                 if len(component) > 1:
                     found.append(sorted(component))
     return found
+
+
+def package_graph(graph: dict[str, set[str]], packages: set[str]) -> dict[str, set[str]]:
+    """The module graph seen a package at a time: a module stands for its package (a package's __init__ for the
+    package itself); imports inside one package are dropped."""
+    def of(module: str) -> str:
+        return module if module in packages else module.rpartition(".")[0]
+
+    out: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        out.setdefault(of(module), set()).update(of(d) for d in deps if of(d) != of(module))
+    return out
+
+
+def package_names(root: Path = ROOT) -> set[str]:
+    return {name for name, path in modules(root).items() if path.name == "__init__.py"}

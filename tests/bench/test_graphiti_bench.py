@@ -23,7 +23,7 @@ from bench.bench_graphiti import (
     recall_of,
     vector_diff,
 )
-from mnemobus.config import EmbeddingSettings
+from mnemobus.shared.config import EmbeddingSettings
 from mnemobus.engine.embed import CachedEmbedder, HashEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]

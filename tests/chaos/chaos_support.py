@@ -17,15 +17,15 @@ from typing import Any
 
 import anyio
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from mnemobus.bus.dlq import list_letters
-from mnemobus.envelope import Meta, Payload, SkillRequest, SkillResponse, Source
-from mnemobus.groups import GroupId
-from mnemobus.identity import IdentityRegistry
-from mnemobus.localcluster import LocalDeployment
-from mnemobus.neo4j_local import LocalNeo4j
+from mnemobus.shared.envelope import Meta, Payload, SkillRequest, SkillResponse, Source
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.identity import IdentityRegistry
+from mnemobus.kernel.localcluster import LocalDeployment
+from mnemobus.kernel.neo4j_local import LocalNeo4j
 from mnemobus.store.model import Fact, episode_id_for
 from mnemobus.store.neo4j import Neo4jStore
 

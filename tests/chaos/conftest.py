@@ -15,11 +15,11 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemobus.app import open_runtime
-from mnemobus.localcluster import LocalDeployment
-from mnemobus.neo4j_local import LocalNeo4j, LocalNeo4jError, ensure_jars
-from mnemobus.plugin import PluginContext
-from mnemobus.runner import run_plugins
+from mnemobus.kernel.app import open_runtime
+from mnemobus.kernel.localcluster import LocalDeployment
+from mnemobus.kernel.neo4j_local import LocalNeo4j, LocalNeo4jError, ensure_jars
+from mnemobus.kernel.plugin import PluginContext
+from mnemobus.kernel.runner import run_plugins
 from mnemobus.store.neo4j import Neo4jStore
 from plugins.echo import EchoExecutor
 from tests.chaos.chaos_support import CHAOS_ENV, FIGURES, Chaos, Client

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.cluster import stream_leader
 from tests.chaos.chaos_support import (Chaos, Client, Load, broken_chains, dead_letters_of, outbox_depth, record,
                                        stored_exactly, wait_stored)

@@ -9,11 +9,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.server import EmbeddedNatsServer
-from mnemobus.config import NatsSettings
-from mnemobus.envelope import DeadLetter, EpisodeMessage
+from mnemobus.shared.config import NatsSettings
+from mnemobus.shared.envelope import DeadLetter, EpisodeMessage
 from tests.cli.test_cli import ROOT, _env
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Entity, Fact
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

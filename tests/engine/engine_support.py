@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, datetime, timedelta
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, episode_id_for
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)

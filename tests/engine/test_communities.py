@@ -13,8 +13,8 @@ import pytest
 from mnemobus.engine.communities import CommunityRefresher, RefreshSettings
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.label_propagation import Propagation
-from mnemobus.groups import GroupId
-from mnemobus.metrics import CommunityMetrics
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.metrics import CommunityMetrics
 from mnemobus.store.communities import Edge
 from mnemobus.store.sqlite import SqliteStore
 

@@ -8,7 +8,7 @@ import pytest
 from engine_support import T0, make_episode
 
 from mnemobus.engine import MemoryEngine
-from mnemobus.errors import InvalidMessage, StoreIntegrityError
+from mnemobus.shared.errors import InvalidMessage, StoreIntegrityError
 from mnemobus.store.model import RecallQuery
 
 pytestmark = pytest.mark.anyio

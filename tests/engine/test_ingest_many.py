@@ -13,7 +13,7 @@ from engine_support import make_episode
 
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import CachedEmbedder, HashEmbedder
-from mnemobus.errors import InvalidMessage, StoreIntegrityError, StoreUnavailable
+from mnemobus.shared.errors import InvalidMessage, StoreIntegrityError, StoreUnavailable
 from mnemobus.store.model import IngestOutcome
 from mnemobus.store.sqlite import SqliteStore
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from mnemobus.engine.extract_parse import ParsedExtractor
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode
 
 AT = datetime(2026, 6, 15, 12, tzinfo=UTC)  # a Monday

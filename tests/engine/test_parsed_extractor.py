@@ -8,7 +8,7 @@ import pytest
 
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.when import resolve
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode
 
 AT = datetime(2026, 6, 15, 12, tzinfo=UTC)  # a Monday

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from mnemobus.engine.promoted import PROMOTED_HEADER, render_with_promoted
 from mnemobus.engine.render import render_context
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.lifecycle import Promoted
 from mnemobus.store.model import Fact, RecallResult, ScoredFact
 

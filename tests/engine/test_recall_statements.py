@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 from mnemobus.engine import MemoryEngine
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, RecallQuery, episode_id_for
 from mnemobus.store.sqlite import SqliteStore
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mnemobus.engine.recipes import RECIPES
 from mnemobus.engine.scoring import age_prior, fact_weight, forgotten
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Standing
 from mnemobus.store.model import Fact
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mnemobus import subjects
-from mnemobus.app import open_runtime, serve
+from mnemobus.shared import subjects
+from mnemobus.kernel.app import open_runtime, serve
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.dlq import list_letters
-from mnemobus.envelope import EpisodeMessage
+from mnemobus.shared.envelope import EpisodeMessage
 from tests.bus_counts import worker_settled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.own_server, pytest.mark.slow]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embedders import make_embedder
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import GraphStore
 from mnemobus.store.model import Episode, episode_id_for
 

@@ -12,7 +12,7 @@ from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embedders import make_embedder
 from mnemobus.engine.extract_rules import RulesExtractor
 from mnemobus.graphio.checkpoint import Checkpoint, default_path
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Fact
 from mnemobus.store.sqlite import SqliteStore
 

@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 
 from graph_support import build_josh, cli_env, mnemobus  # same folder (pytest prepend import mode)
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import GroupExport
 from mnemobus.store.sqlite import SqliteStore
 

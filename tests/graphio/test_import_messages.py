@@ -15,7 +15,7 @@ import pytest
 
 from graph_support import ROOT, cli_env, mnemobus  # same folder (pytest prepend import mode)
 from mnemobus.graphio.messages import example_line
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import episode_id_for
 from mnemobus.store.sqlite import SqliteStore
 

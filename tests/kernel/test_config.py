@@ -1,7 +1,7 @@
 import pytest
 
-from mnemobus.config import load_settings
-from mnemobus.errors import ConfigError
+from mnemobus.shared.config import load_settings
+from mnemobus.shared.errors import ConfigError
 
 
 def test_environment_overrides_one_nested_key_and_keeps_the_rest_of_the_file(tmp_path, monkeypatch):

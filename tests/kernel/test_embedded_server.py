@@ -70,7 +70,7 @@ def test_the_server_dies_with_the_thread_that_spawned_it_so_it_is_spawned_on_a_l
 
 
 def _embedded_settings(tmp_path):  # type: ignore[no-untyped-def]
-    from mnemobus.config import Settings
+    from mnemobus.shared.config import Settings
 
     return Settings(nats={"data_dir": tmp_path / "nats"}, store={"sqlite_path": tmp_path / "m.sqlite3"},
                     metrics={"port": 0})
@@ -82,7 +82,7 @@ def test_the_embedded_bus_refuses_a_connection_without_its_password_and_takes_on
     import pytest
     from nats.errors import Error as NatsError
 
-    from mnemobus.app import nats_url
+    from mnemobus.kernel.app import nats_url
 
     async def check() -> tuple[str, bool, int]:
         async with nats_url(_embedded_settings(tmp_path)) as (url, server, connect):

@@ -3,7 +3,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemobus.envelope import EpisodeMessage, SkillRequest
+from mnemobus.shared.envelope import EpisodeMessage, SkillRequest
 
 
 def _request(extra: dict | None = None) -> dict:

@@ -3,7 +3,7 @@ from hypothesis import strategies as st
 
 import pytest
 
-from mnemobus.groups import (GROUP_ID_RE, InvalidGroupId, agent_user_group, sanitize_segment, system_group,
+from mnemobus.shared.groups import (GROUP_ID_RE, InvalidGroupId, agent_user_group, sanitize_segment, system_group,
                              unknown_user_group, user_group, validate_group_id)
 
 

@@ -10,8 +10,8 @@ import urllib.request
 
 from prometheus_client import CollectorRegistry, Counter
 
-from mnemobus.health import Health, serve_metrics
-from mnemobus.ports import free_port
+from mnemobus.kernel.health import Health, serve_metrics
+from mnemobus.shared.ports import free_port
 
 
 def _get(port: int, path: str) -> tuple[int, bytes]:

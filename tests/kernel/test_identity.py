@@ -3,8 +3,8 @@ import time
 
 import pytest
 
-from mnemobus.errors import ConfigError
-from mnemobus.identity import IdentityRegistry, load_users
+from mnemobus.shared.errors import ConfigError
+from mnemobus.shared.identity import IdentityRegistry, load_users
 
 
 def test_known_user_reads_and_writes_shared_and_per_agent_groups(users_file):

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from mnemobus.logthrottle import ThrottledLog
+from mnemobus.shared.logthrottle import ThrottledLog
 
 
 class Clock:

@@ -10,7 +10,7 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 
 pytestmark = pytest.mark.anyio
 

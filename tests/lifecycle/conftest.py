@@ -14,10 +14,10 @@ import anyio
 import httpx
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.api.service import EXTRA_URL, run_api
-from mnemobus.app import open_runtime, serve
-from mnemobus.config import Settings
+from mnemobus.kernel.app import open_runtime, serve
+from mnemobus.shared.config import Settings
 from plugins.echo import EchoExecutor
 from plugins.memory import MemoryPlugin
 from tests.api.conftest import Api, command, keyed_api_config

@@ -13,7 +13,7 @@ import pytest
 
 from pydantic import SecretStr
 
-from mnemobus.config import ApiSettings, DecaySettings, Settings
+from mnemobus.shared.config import ApiSettings, DecaySettings, Settings
 from mnemobus.engine.retention import decay_groups
 from tests.api.conftest import ANA_KEY, SHARED_KEY, wait_for
 from tests.lifecycle.conftest import System, running

@@ -7,11 +7,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mnemobus.config import Settings, load_settings
-from mnemobus.errors import ConfigError
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.config import Settings, load_settings
+from mnemobus.shared.errors import ConfigError
+from mnemobus.shared.metrics import PipelineMetrics
 from mnemobus.store.sqlite import SqliteStore
-from mnemobus.upkeep import run_upkeep
+from mnemobus.kernel.upkeep import run_upkeep
 
 pytestmark = pytest.mark.anyio
 

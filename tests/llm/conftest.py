@@ -13,7 +13,7 @@ from mnemobus.engine.llm import LlmExtractor, LlmMetrics
 from mnemobus.engine.llm.budget import TokenBudget
 from mnemobus.engine.llm.client import ChatClient
 from mnemobus.engine.llm.endpoint import RetryPolicy
-from mnemobus.llama_local import LocalLlama
+from mnemobus.kernel.llama_local import LocalLlama
 
 from fake_openai import FakeOpenAI, fake_openai
 from llm_support import FAST_RETRY

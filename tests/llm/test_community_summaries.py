@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import pytest
 
-from mnemobus.community_upkeep import build_summariser
-from mnemobus.config import CommunitiesSettings, ExtractionSettings
+from mnemobus.kernel.community_upkeep import build_summariser
+from mnemobus.shared.config import CommunitiesSettings, ExtractionSettings
 from mnemobus.engine.communities import CommunityRefresher, RefreshSettings
 from mnemobus.engine.community_summary import Sketch, prompt
-from mnemobus.groups import GroupId
-from mnemobus.metrics import CommunityMetrics, LlmMetrics
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.metrics import CommunityMetrics, LlmMetrics
 from mnemobus.store.sqlite import SqliteStore
 from tests.engine.community_support import cliques, link, person
 from tests.engine.test_communities import store  # noqa: F401 - one SQLite file per test

@@ -136,7 +136,7 @@ async def test_a_client_error_is_not_retried(fake, make_extractor, llm_metrics):
 
 
 async def test_a_closed_port_is_a_transport_error_retried_then_fallen_back(make_extractor, llm_metrics):
-    from mnemobus.llama_local import free_port
+    from mnemobus.kernel.llama_local import free_port
 
     got = await make_extractor(f"http://127.0.0.1:{free_port()}/v1").extract(episode())
     assert got == await offline()

@@ -12,7 +12,7 @@ import pytest
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.llm.answer import answer_schema
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode
 from mnemobus.store.sqlite import SqliteStore
 

@@ -7,7 +7,7 @@ import anyio
 import pytest
 from prometheus_client import generate_latest
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from mnemobus.engine.llm import LlmExtractor
 
 from llm_support import value
@@ -51,8 +51,8 @@ async def test_a_request_is_extracted_by_the_local_model_and_stored_with_its_tok
 
 
 async def test_a_batch_slower_than_ack_wait_is_kept_in_progress_not_redelivered(settings: Settings, fake):
-    from mnemobus import subjects
-    from mnemobus.envelope import EpisodeMessage
+    from mnemobus.shared import subjects
+    from mnemobus.shared.envelope import EpisodeMessage
 
     from fake_openai import answer
 

@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from mnemobus.engine.llm.embedder import OpenAIEmbedder
 from mnemobus.engine.llm.endpoint import RetryPolicy
-from mnemobus.errors import ConfigError
-from mnemobus.llama_local import EMBEDDING_DIM
+from mnemobus.shared.errors import ConfigError
+from mnemobus.kernel.llama_local import EMBEDDING_DIM
 from mnemobus.store.model import Episode
 
 from llm_support import offline_answer, value
@@ -74,7 +74,7 @@ def test_embeddings_are_pooled_unit_vectors_batched_per_call(llama, llm_metrics)
 
 
 async def test_a_configured_dimension_the_model_does_not_have_refuses_start(llama, tmp_path):
-    from mnemobus.engine import open_engine
+    from mnemobus.kernel.backends import open_engine
 
     settings = Settings(store={"sqlite_path": tmp_path / "m.sqlite3"},
                         memory={"embedding": {"provider": "openai",

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from mnemobus import subjects
-from mnemobus.app import Runtime, open_runtime, serve
-from mnemobus.config import Settings
-from mnemobus.envelope import Meta, Payload, SkillRequest, Source
+from mnemobus.shared import subjects
+from mnemobus.kernel.app import Runtime, open_runtime, serve
+from mnemobus.shared.config import Settings
+from mnemobus.shared.envelope import Meta, Payload, SkillRequest, Source
 from plugins.echo import EchoExecutor
 from plugins.memory import MemoryPlugin
 

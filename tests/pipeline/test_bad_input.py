@@ -7,8 +7,8 @@ import pytest
 from nats.errors import MaxPayloadError
 from nats.js.api import DiscardPolicy
 
-from mnemobus import subjects
-from mnemobus.envelope import EpisodeMessage, Reply
+from mnemobus.shared import subjects
+from mnemobus.shared.envelope import EpisodeMessage, Reply
 from tests.pipeline.conftest import ask, dead_letters, request, wait_for_episodes
 
 pytestmark = pytest.mark.anyio
@@ -106,7 +106,7 @@ async def test_poison_episodes_between_good_ones_leave_the_good_ones_stored(pipe
 
 
 async def test_long_messages_are_recalled_on_their_end_and_never_open_the_breaker(pipeline):
-    from mnemobus.limits import MAX_QUERY_CHARS
+    from mnemobus.shared.limits import MAX_QUERY_CHARS
 
     await ask(pipeline, request("I moved from Berlin to London last month"))
     assert await wait_for_episodes(pipeline, "user_josh", 1) == 1
@@ -126,7 +126,7 @@ async def test_a_blank_request_is_answered_and_counted_but_never_becomes_an_epis
 
 
 async def test_an_agent_answer_over_the_content_limit_is_stored_cut_and_marked(pipeline, monkeypatch):
-    from mnemobus.limits import MAX_CONTENT_CHARS, TRUNCATION_MARK
+    from mnemobus.shared.limits import MAX_CONTENT_CHARS, TRUNCATION_MARK
     from plugins.memory import plugin as plugin_module
 
     monkeypatch.setattr(plugin_module, "_read_executor_reply", lambda _data: ("long answer " * 10_000, None))
@@ -192,7 +192,7 @@ async def test_a_request_time_outside_the_calendar_once_in_utc_is_refused_at_the
 
 async def test_four_byte_characters_are_counted_in_bytes_so_the_exchange_is_stored_not_dead_lettered(pipeline,
                                                                                                       monkeypatch):
-    from mnemobus.limits import TRUNCATION_MARK
+    from mnemobus.shared.limits import TRUNCATION_MARK
     from plugins.memory import plugin as plugin_module
 
     said = "\U0001F600" * 16_000  # 64,000 bytes: within the characters allowed, and the request fits the bus

@@ -15,14 +15,14 @@ import pytest
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import SecretStr
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.api.service import run_api
-from mnemobus.app import Runtime, open_runtime, serve
+from mnemobus.kernel.app import Runtime, open_runtime, serve
 from mnemobus.bus.permissions import ROLES, generated_passwords, nats_authorization
 from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.cli.nats_users import write_users
-from mnemobus.config import ApiSettings, Settings
-from mnemobus.envelope import EpisodeMessage, utcnow
+from mnemobus.shared.config import ApiSettings, Settings
+from mnemobus.shared.envelope import EpisodeMessage, utcnow
 from mnemobus.store.model import episode_id_for
 from plugins.memory import MemoryPlugin
 from tests.pipeline.conftest import dead_letters, request, wait_for_episodes
@@ -213,7 +213,7 @@ def test_a_role_nobody_defined_is_refused_by_name() -> None:
 
 
 def test_a_nats_user_without_a_password_is_refused_at_start() -> None:
-    from mnemobus.config import NatsSettings
+    from mnemobus.shared.config import NatsSettings
 
     with pytest.raises(ValueError, match="user and password go together"):
         NatsSettings(user="plugin")

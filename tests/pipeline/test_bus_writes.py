@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
 
 pytestmark = pytest.mark.anyio

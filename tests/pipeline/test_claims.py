@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mnemobus import subjects
-from mnemobus.config import Settings
+from mnemobus.shared import subjects
+from mnemobus.shared.config import Settings
 from tests.pipeline.conftest import ask, request, running, wait_for_episodes
 
 pytestmark = pytest.mark.anyio

@@ -7,9 +7,9 @@ import time
 import anyio
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.dlq import list_letters
-from mnemobus.envelope import EpisodeMessage
+from mnemobus.shared.envelope import EpisodeMessage
 from tests.bus_counts import worker_settled
 from tests.pipeline.conftest import ask, dead_letters, request, wait_for_episodes
 
@@ -71,7 +71,7 @@ async def test_episode_is_retried_while_the_store_is_locked_and_stored_once_afte
 
 
 async def test_episode_that_keeps_failing_is_dead_lettered_after_max_deliver(pipeline, monkeypatch):
-    from mnemobus.errors import StoreUnavailable
+    from mnemobus.shared.errors import StoreUnavailable
 
     async def always_down(episodes):
         return [StoreUnavailable("disk is on fire") for _ in episodes]
@@ -89,7 +89,7 @@ async def test_episode_that_keeps_failing_is_dead_lettered_after_max_deliver(pip
 
 async def test_dead_letters_can_be_replayed_into_the_store(pipeline, monkeypatch):
     from mnemobus.bus import dlq
-    from mnemobus.errors import StoreUnavailable
+    from mnemobus.shared.errors import StoreUnavailable
 
     real = pipeline.engine.ingest_many
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mnemobus import subjects
-from mnemobus.app import open_runtime
+from mnemobus.shared import subjects
+from mnemobus.kernel.app import open_runtime
 from mnemobus.bus.dlq import list_letters
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.extract import Extraction
-from mnemobus.envelope import EpisodeMessage
-from mnemobus.groups import GroupId
+from mnemobus.shared.envelope import EpisodeMessage
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode
-from mnemobus.worker import EpisodeWorker
+from mnemobus.kernel.worker import EpisodeWorker
 
 pytestmark = pytest.mark.anyio
 

@@ -3,8 +3,8 @@
 import anyio
 import pytest
 
-from mnemobus.app import open_runtime, serve
-from mnemobus.envelope import EpisodeMessage
+from mnemobus.kernel.app import open_runtime, serve
+from mnemobus.shared.envelope import EpisodeMessage
 from plugins.echo import EchoExecutor
 from plugins.memory import MemoryPlugin
 from plugins.memory.formation import FormationGate

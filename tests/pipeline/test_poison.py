@@ -10,9 +10,9 @@ import anyio
 
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.dlq import list_letters
-from mnemobus.envelope import EpisodeMessage
+from mnemobus.shared.envelope import EpisodeMessage
 from tests.bus_counts import worker_settled
 from tests.pipeline.conftest import dead_letters, request, wait_for_episodes
 

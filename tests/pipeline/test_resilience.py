@@ -5,7 +5,7 @@ import time
 import anyio
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import HOLD_TICKS, TICK_S, LoopLag

@@ -10,12 +10,12 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mnemobus import subjects
-from mnemobus.app import open_runtime, serve
-from mnemobus.config import Settings
+from mnemobus.shared import subjects
+from mnemobus.kernel.app import open_runtime, serve
+from mnemobus.shared.config import Settings
 from mnemobus.bus.dlq import list_letters
-from mnemobus.envelope import EpisodeMessage
-from mnemobus.errors import StoreUnavailable
+from mnemobus.shared.envelope import EpisodeMessage
+from mnemobus.shared.errors import StoreUnavailable
 from tests.pipeline.conftest import wait_for_episodes
 
 pytestmark = pytest.mark.anyio

@@ -5,7 +5,7 @@ import json
 import anyio
 import pytest
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.store.model import episode_id_for
 from tests.bus_counts import settle_behind_a_sentinel
 from tests.pipeline.conftest import ask, request, wait_for_episodes
@@ -75,7 +75,7 @@ async def test_system_actor_request_is_stored_in_its_system_group(pipeline):
 
 
 async def test_system_actor_with_unsafe_characters_is_sanitised_not_lost(pipeline):
-    from mnemobus.groups import system_group
+    from mnemobus.shared.groups import system_group
 
     await ask(pipeline, request("swept", user=None, platform="cron", system_actor="ceremony.security:triage"))
     group = system_group("ceremony.security:triage")

@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from mnemobus import subjects
-from mnemobus.app import Runtime, open_runtime
+from mnemobus.shared import subjects
+from mnemobus.kernel.app import Runtime, open_runtime
 from mnemobus.bus.dlq import list_letters
-from mnemobus.config import Settings
-from mnemobus.envelope import EpisodeMessage
-from mnemobus.worker import EpisodeWorker
+from mnemobus.shared.config import Settings
+from mnemobus.shared.envelope import EpisodeMessage
+from mnemobus.kernel.worker import EpisodeWorker
 from tests.pipeline.conftest import wait_for_episodes
 
 pytestmark = pytest.mark.anyio

@@ -1,7 +1,7 @@
 """Store fixtures: one real store per backend, fresh group ids per test.
 
 `neo4j_uri` is the session's Neo4j: the server named by NEO4J_URI, or a local
-Neo4j 5.26 started once per session by mnemobus.neo4j_local (jars fetched by
+Neo4j 5.26 started once per session by mnemobus.kernel.neo4j_local (jars fetched by
 Maven if missing). It never skips: a Neo4j that cannot start fails the run and
 says why, so the Neo4j half of the conformance suite cannot silently vanish.
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mnemobus.groups import GroupId, validate_group_id
+from mnemobus.shared.groups import GroupId, validate_group_id
 from mnemobus.store.contract import GraphStore
 
 BACKENDS = ("sqlite", "neo4j")
@@ -33,7 +33,7 @@ def neo4j_uri() -> Iterator[str]:
     if env:
         yield env
         return
-    from mnemobus.neo4j_local import LocalNeo4j, LocalNeo4jError, ensure_jars
+    from mnemobus.kernel.neo4j_local import LocalNeo4j, LocalNeo4jError, ensure_jars
 
     try:
         ensure_jars()

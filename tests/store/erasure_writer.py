@@ -18,7 +18,7 @@ import anyio
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.extract import ExtractedEntity, Extraction
 from mnemobus.engine.ingest import Ingestor
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, episode_id_for
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.communities import Community, CommunityStore
 from mnemobus.store.contract import GraphStore
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from mnemobus.engine.embed import HashEmbedder
-from mnemobus.errors import InvalidMessage, StoreIntegrityError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import InvalidMessage, StoreIntegrityError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, GraphStore, Warming, neighbourhood
 from mnemobus.store.model import Entity, Episode, Fact, RecallQuery, episode_id_for
 

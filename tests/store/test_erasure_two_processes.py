@@ -12,7 +12,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import GraphStore
 from test_conformance import alice_graph  # same folder (pytest prepend import mode)
 

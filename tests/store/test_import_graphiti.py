@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.sqlite import SqliteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graphio"))

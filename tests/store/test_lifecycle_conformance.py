@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import GraphStore
 from mnemobus.store.lifecycle import Lifecycle, Promoted, RetentionPolicy
 from tests.store.test_conformance import T0, entity, fact, put
@@ -193,7 +193,7 @@ async def test_a_backlog_of_ended_facts_goes_in_chunks_and_adds_up_as_one_evicti
 
 
 async def test_migrating_a_group_takes_its_promoted_memories(store: GraphStore, group: GroupId, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from mnemobus.migrate import migrate
+    from mnemobus.kernel.migrate import migrate
     from mnemobus.store.sqlite import SqliteStore
 
     source = SqliteStore(tmp_path / "source.sqlite3")

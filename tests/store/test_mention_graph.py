@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import GraphStore
 from tests.store.test_conformance import T0, entity, episode, fact, vec
 

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from mnemobus.errors import StoreIntegrityError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreIntegrityError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import BatchTransactions, WriteTxn
 from mnemobus.store.neo4j import Neo4jStore
 from test_conformance import entity, episode, fact, vec  # same folder (pytest prepend import mode)

@@ -14,8 +14,8 @@ from datetime import timedelta
 
 import pytest
 
-from mnemobus.errors import StoreIntegrityError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreIntegrityError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Prefetch, WriteTxn
 from mnemobus.store.neo4j import Neo4jStore
 from test_conformance import T0, entity, episode, fact, vec  # same folder (pytest prepend import mode)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from neo4j import exceptions as nx
 
-from mnemobus.errors import StoreUnavailable
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreUnavailable
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.neo4j import Neo4jStore, erasure
 from mnemobus.store.neo4j.rows import run_rows
 from test_conformance import alice_graph  # same folder (pytest prepend import mode)

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from mnemobus.errors import StoreUnavailable
-from mnemobus.groups import GroupId
-from mnemobus.neo4j_local import QUICK_START_JVM, LocalNeo4j, free_port
+from mnemobus.shared.errors import StoreUnavailable
+from mnemobus.shared.groups import GroupId
+from mnemobus.kernel.neo4j_local import QUICK_START_JVM, LocalNeo4j, free_port
 from mnemobus.store.neo4j import Neo4jStore
 from mnemobus.store.neo4j.rows import group_key, lucene_terms
 from test_conformance import T0, episode, vec  # same folder (pytest prepend import mode)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.groups import GroupId
-from mnemobus.migrate import migrate
+from mnemobus.shared.groups import GroupId
+from mnemobus.kernel.migrate import migrate
 from mnemobus.store.neo4j import Neo4jStore
 from mnemobus.store.sqlite import SqliteStore
 from test_conformance import T0, alice_graph, vec  # same folder (pytest prepend import mode)

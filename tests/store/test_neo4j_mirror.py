@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.neo4j import Neo4jStore
 from test_neo4j_recall import count_round_trips  # same folder
@@ -229,8 +229,8 @@ async def test_similar_entities_in_a_transaction_see_other_processes_and_its_own
 
 
 async def test_an_engine_opened_from_settings_with_backend_neo4j_ingests_and_recalls(neo4j_uri, tmp_path) -> None:
-    from mnemobus.config import Settings
-    from mnemobus.engine import open_engine
+    from mnemobus.shared.config import Settings
+    from mnemobus.kernel.backends import open_engine
     from mnemobus.store.model import Episode, RecallQuery, episode_id_for
 
     settings = Settings(store={"backend": "neo4j", "neo4j": {"uri": neo4j_uri}, "vector_cache_mb": 64},

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mnemobus.engine.recall import recall
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Fact, RecallQuery
 from mnemobus.store.neo4j import Neo4jStore
 from test_conformance import EMB, T0, alice_graph, episode, vec  # same folder (pytest prepend import mode)

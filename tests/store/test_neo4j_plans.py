@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from neo4j import AsyncDriver, AsyncGraphDatabase
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.neo4j import Neo4jStore
 from mnemobus.store.neo4j.cypher import EPISODE_CONTEXT
 from mnemobus.store.neo4j.mirror import PAGE

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.neo4j import Neo4jStore
 from mnemobus.store.neo4j.coalesce import combine_reads
 from test_conformance import T0, alice_graph, vec  # same folder (pytest prepend import mode)

@@ -20,7 +20,7 @@ import pytest
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.extract_parse import ParsedExtractor
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, Fact, IngestOutcome, episode_id_for
 from mnemobus.store.neo4j import Neo4jStore
 from mnemobus.store.sqlite import SqliteStore

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemobus.engine.recall import recall
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import GraphStore
 from mnemobus.store.model import RecallQuery
 from tests.store.test_conformance import EMB, T0, entity, fact, put

@@ -8,8 +8,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mnemobus.errors import StoreIntegrityError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreIntegrityError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import GraphStore, WriteTxn
 from mnemobus.store.model import Episode
 from mnemobus.store.sqlite import SqliteStore
@@ -56,7 +56,7 @@ async def test_each_work_is_atomic_on_its_own_and_a_failure_stays_in_its_slot(st
 async def test_a_store_failure_midway_fails_every_slot_and_keeps_nothing_of_the_batch(store: SqliteStore) -> None:
     import sqlite3
 
-    from mnemobus.errors import StoreUnavailable
+    from mnemobus.shared.errors import StoreUnavailable
 
     async def disk_fails(txn: WriteTxn) -> bool:
         await txn.insert_episode(_episode("m2"), screened=False, embedding=None)
@@ -86,7 +86,7 @@ async def test_reads_in_one_hop_see_committed_rows(store: SqliteStore) -> None:
 
 
 async def test_a_closed_store_fails_every_slot_as_unavailable(store: SqliteStore) -> None:
-    from mnemobus.errors import StoreUnavailable
+    from mnemobus.shared.errors import StoreUnavailable
 
     await store.close()
     results = await store.run_transactions([_insert("m1"), _insert("m2")])

@@ -10,8 +10,8 @@ import pytest
 
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import HashEmbedder
-from mnemobus.groups import GroupId
-from mnemobus.migrate import Exportable, migrate
+from mnemobus.shared.groups import GroupId
+from mnemobus.kernel.migrate import Exportable, migrate
 from mnemobus.store.contract import DeleteCounts
 from mnemobus.store.model import Episode, RecallQuery, episode_id_for
 from mnemobus.store.sqlite import SqliteStore

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Standing
 from mnemobus.store.sqlite import SCHEMA_VERSION, SqliteStore
 from test_conformance import T0, alice_graph, entity, episode, fact, put, vec  # same folder (pytest prepend import mode)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.lifecycle import Promoted
 from mnemobus.store.model import Episode
 from mnemobus.store.sqlite import SCHEMA_VERSION, SqliteStore

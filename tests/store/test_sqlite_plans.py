@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode
 from mnemobus.store.sqlite import SqliteStore
 from mnemobus.store.sqlite.group_state import STATE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.sqlite import SCHEMA_VERSION, SqliteStore
 from test_conformance import episode, put  # same folder (pytest prepend import mode)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.sqlite import fts as backend
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.sqlite import SqliteStore

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from prometheus_client import CollectorRegistry
 
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.metrics import PipelineMetrics
 from worldstate.evaluate import GoalTracker, evaluate
 from worldstate.goals import Goal
 from worldstate.metrics import WorldstateMetrics

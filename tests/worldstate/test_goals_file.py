@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.errors import ConfigError
+from mnemobus.shared.errors import ConfigError
 from worldstate.goals import load_config
 from worldstate_support import GOALS_FILE
 

@@ -12,7 +12,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.metrics import PipelineMetrics
 from test_prometheus_rules import ROOT, promtool
 from worldstate.metrics import WorldstateMetrics
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from mnemobus.engine.communities import CommunityRefresher
 from mnemobus.store.model import Episode
 from worldstate_support import goal_state, running_world, shipped_config

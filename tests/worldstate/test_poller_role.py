@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mnemobus.app import open_runtime
-from mnemobus.config import Settings
+from mnemobus.kernel.app import open_runtime
+from mnemobus.shared.config import Settings
 from worldstate.poller import EXTRA_CONFIG, current_document, run_poller
 from worldstate_support import shipped_config
 

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from mnemobus.bus.server import EmbeddedNatsServer
 from worldstate.probes import Domain, ProbeContext, bus_domain, memory_domain
 from worldstate_support import goal_state, running_world, shipped_config

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from worldstate.probes import sentinel_episode
 from worldstate_support import goal_state, running_world, shipped_config
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from worldstate.cli import add_status_command
 from worldstate_support import GOALS_FILE
 

@@ -7,7 +7,7 @@ import json
 import anyio
 import pytest
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from worldstate_support import goal_state, running_world, shipped_config
 
 pytestmark = pytest.mark.anyio

@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from mnemobus.app import Runtime, open_runtime
-from mnemobus.config import Settings
-from mnemobus.worker import EpisodeWorker
+from mnemobus.kernel.app import Runtime, open_runtime
+from mnemobus.shared.config import Settings
+from mnemobus.kernel.worker import EpisodeWorker
 from worldstate.goals import WorldstateConfig, load_config
 from worldstate.poller import Poller, Snapshot, poller_for
 

@@ -4,19 +4,19 @@
 `extractor` runs it (with the offline fallback), `mapping` turns its answer into an
 Extraction, `budget` caps tokens per hour, `embedder` is the `/embeddings` Embedder;
 `endpoint` holds what both share (timeouts, retries, the key). Their series: LlmMetrics
-in mnemobus/metrics.py.
+in mnemobus/shared/metrics.py.
 """
 
 from __future__ import annotations
 
-from mnemobus.config import EndpointSettings, ExtractionSettings, LlmSettings, OpenAIEmbeddingSettings
+from mnemobus.shared.config import EndpointSettings, ExtractionSettings, LlmSettings, OpenAIEmbeddingSettings
 from mnemobus.engine.extract import Extractor
 from mnemobus.engine.llm.budget import TokenBudget
 from mnemobus.engine.llm.client import ChatClient
 from mnemobus.engine.llm.embedder import OpenAIEmbedder
 from mnemobus.engine.llm.endpoint import RetryPolicy
 from mnemobus.engine.llm.extractor import LlmExtractor
-from mnemobus.metrics import LlmMetrics
+from mnemobus.shared.metrics import LlmMetrics
 
 __all__ = ["LlmExtractor", "LlmMetrics", "OpenAIEmbedder", "build_extractor", "build_embedder"]
 

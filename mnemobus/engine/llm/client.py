@@ -21,7 +21,7 @@ import anyio
 import httpx
 
 from mnemobus.engine.llm.endpoint import Endpoint, EndpointError, RetryPolicy
-from mnemobus.metrics import LlmMetrics
+from mnemobus.shared.metrics import LlmMetrics
 
 StructuredOutput = Literal["json_schema", "json_object_schema", "json_object"]
 

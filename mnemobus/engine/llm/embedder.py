@@ -18,8 +18,8 @@ import numpy as np
 
 from mnemobus.engine.embed import _normalise
 from mnemobus.engine.llm.endpoint import Endpoint, EndpointError, RetryPolicy
-from mnemobus.metrics import LlmMetrics
-from mnemobus.errors import ConfigError
+from mnemobus.shared.metrics import LlmMetrics
+from mnemobus.shared.errors import ConfigError
 
 
 class EmbeddingDimensionMismatch(ConfigError):

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from mnemobus.metrics import LlmMetrics
+from mnemobus.shared.metrics import LlmMetrics
 
 log = logging.getLogger("mnemobus.llm")
 

@@ -24,8 +24,8 @@ from mnemobus.engine.llm.budget import TokenBudget
 from mnemobus.engine.llm.client import ChatClient, StructuredOutput, response_format
 from mnemobus.engine.llm.endpoint import EndpointError
 from mnemobus.engine.llm.mapping import to_extraction
-from mnemobus.metrics import LlmMetrics
-from mnemobus.logthrottle import ThrottledLog
+from mnemobus.shared.metrics import LlmMetrics
+from mnemobus.shared.logthrottle import ThrottledLog
 from mnemobus.store.model import Episode
 
 log = logging.getLogger("mnemobus.llm")

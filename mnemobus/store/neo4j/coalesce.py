@@ -10,7 +10,7 @@ from typing import Any
 
 from neo4j import READ_ACCESS
 
-from mnemobus.errors import StoreUnavailable
+from mnemobus.shared.errors import StoreUnavailable
 from mnemobus.store.neo4j.cypher import RETRYABLE, TRANSIENT
 from mnemobus.store.neo4j.rows import record_dicts
 

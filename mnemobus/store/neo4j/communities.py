@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from neo4j import AsyncManagedTransaction
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.communities import Community, Edge, GraphStats, nearest_communities
 from mnemobus.store.contract import Hit
 from mnemobus.store.model import Vector

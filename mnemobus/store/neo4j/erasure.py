@@ -21,7 +21,7 @@ from typing import Protocol, TypeVar
 
 from neo4j import AsyncManagedTransaction
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import DeleteCounts
 from mnemobus.store.neo4j.communities import DELETE_GROUP_COMMUNITIES
 from mnemobus.store.neo4j.cypher import NEW_EPOCH

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from neo4j import AsyncManagedTransaction
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.lifecycle import (Eviction, Promoted, PromotedReads, RetentionPolicy, evict_in_chunks,
                                       in_sessions)
 from mnemobus.store.neo4j.cypher import BUMP_VERSIONS, NEW_EPOCH

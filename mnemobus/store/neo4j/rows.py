@@ -12,8 +12,8 @@ import numpy as np
 from neo4j import AsyncManagedTransaction, AsyncResult
 from neo4j import exceptions as nx
 
-from mnemobus.errors import StoreUnavailable
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreUnavailable
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Vector
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.neo4j.overlay import EPOCH, as_datetime

@@ -20,8 +20,8 @@ from neo4j import (READ_ACCESS, AsyncDriver, AsyncGraphDatabase, AsyncManagedTra
                    NotificationMinimumSeverity, Query, unit_of_work)
 from neo4j import exceptions as nx
 
-from mnemobus.errors import StoreIntegrityError, StoreUnavailable
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreIntegrityError, StoreUnavailable
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, EntityLinks, Hit, Prefetch, Step, Vector, side_by_side
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
 from mnemobus.store.neo4j.communities import COMMUNITY_SCHEMA, DELETE_GROUP_COMMUNITIES, Neo4jCommunities

@@ -11,8 +11,8 @@ import numpy as np
 from neo4j import AsyncTransaction
 from neo4j import exceptions as nx
 
-from mnemobus.errors import StoreIntegrityError, episode_id_taken
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreIntegrityError, episode_id_taken
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Prefetch, Vector, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.erasures import GroupErased

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.communities import Community, Edge, GraphStats, nearest_communities
 from mnemobus.store.contract import Hit
 from mnemobus.store.model import Vector

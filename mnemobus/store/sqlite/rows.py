@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.fact_graph import EPOCH as _EPOCH
 from mnemobus.store.fact_graph import utc_from_seconds as _dt
 from mnemobus.store.model import Entity, Episode, Fact, Vector

@@ -26,8 +26,8 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from mnemobus.errors import StoreIntegrityError, StoreUnavailable
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreIntegrityError, StoreUnavailable
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import (DeleteCounts, EntityLinks, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn,
                                      in_turn)
 from mnemobus.store.fact_graph import FactGraph

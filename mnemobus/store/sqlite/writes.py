@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from mnemobus.errors import StoreIntegrityError, episode_id_taken
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import StoreIntegrityError, episode_id_taken
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, Vector, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.sqlite.erasures import check_not_erased

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from mnemobus.errors import MnemobusError
-from mnemobus.groups import GroupId
+from mnemobus.shared.errors import MnemobusError
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import GraphStore
 from mnemobus.store.lifecycle import Lifecycle
 from mnemobus.store.model import GroupExport

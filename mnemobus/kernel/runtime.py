@@ -3,6 +3,7 @@ without importing the assembly."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,10 +11,11 @@ import anyio
 
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.server import EmbeddedNatsServer
-from mnemobus.config import Settings
-from mnemobus.identity import IdentityRegistry
-from mnemobus.metrics import PipelineMetrics
-from mnemobus.worker import EpisodeWorker
+from mnemobus.shared.config import Settings
+from mnemobus.shared.identity import IdentityRegistry
+from mnemobus.shared.metrics import PipelineMetrics
+from mnemobus.kernel.plugin import Plugin
+from mnemobus.kernel.worker import EpisodeWorker
 
 
 @dataclass
@@ -30,3 +32,6 @@ class Runtime:
     url: str = ""
     worker: EpisodeWorker | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: what the `plugin` role runs (None: every registered bus plugin) and where roles narrate (None: nowhere)
+    plugins: list[Plugin] | None = None
+    echo: Callable[[str], None] | None = None

@@ -15,8 +15,8 @@ import time
 import anyio
 
 from mnemobus.engine import MemoryEngine
-from mnemobus.groups import GroupId
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.metrics import PipelineMetrics
 from mnemobus.store.contract import Warming
 
 log = logging.getLogger("mnemobus.warming")

@@ -17,11 +17,11 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
-from mnemobus.config import StoreSettings
-from mnemobus.errors import MnemobusError
-from mnemobus.redact import mask_urls
+from mnemobus.shared.config import StoreSettings
+from mnemobus.shared.errors import MnemobusError
+from mnemobus.shared.redact import mask_urls
 
 log = logging.getLogger("mnemobus.peers")
 

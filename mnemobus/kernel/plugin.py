@@ -3,7 +3,7 @@
 Built-ins (the memory plugin, the echo executor) use exactly this surface;
 there is no second way in. `__all__` is the public API a plugin author may
 rely on across releases: the protocol and context, the router and what a
-handler receives, the wire models and the bus's errors; with `mnemobus.hooks.__all__` (the
+handler receives, the wire models and the bus's errors; with `mnemobus.kernel.hooks.__all__` (the
 marker that registers a plugin, a role, a command or a probe domain) that is
 all. Everything else in mnemobus may change without notice.
 """
@@ -14,16 +14,16 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.endpoint import MessageContext
 from mnemobus.bus.errors import BusError, NoResponders, RequestTimeout
 from mnemobus.bus.router import Router
-from mnemobus.config import Settings
-from mnemobus.envelope import (EnrichedRequest, EpisodeMessage, ErrorReply, MemoryContext, SkillRequest,
+from mnemobus.shared.config import Settings
+from mnemobus.shared.envelope import (EnrichedRequest, EpisodeMessage, ErrorReply, MemoryContext, SkillRequest,
                                SkillResponse, WireModel)
-from mnemobus.errors import ConfigError, InvalidMessage, MnemobusError
-from mnemobus.metrics import PipelineMetrics
+from mnemobus.shared.errors import ConfigError, InvalidMessage, MnemobusError
+from mnemobus.shared.metrics import PipelineMetrics
 
 __all__ = [
     "Plugin", "PluginContext", "Router", "MessageContext", "subjects",
@@ -34,7 +34,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from mnemobus.engine import MemoryEngine
-    from mnemobus.identity import IdentityRegistry
+    from mnemobus.shared.identity import IdentityRegistry
 
 
 @dataclass

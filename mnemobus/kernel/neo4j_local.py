@@ -17,7 +17,7 @@ Use it as a context manager::
 or from a shell (prints ``NEO4J_URI=bolt://127.0.0.1:<port>`` once ready and
 runs until interrupted)::
 
-    python -m mnemobus.neo4j_local --print-uri
+    python -m mnemobus.kernel.neo4j_local --print-uri
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from mnemobus.ports import free_port
-from mnemobus.procmem import memory_mb
+from mnemobus.shared.ports import free_port
+from mnemobus.shared.procmem import memory_mb
 
 NEO4J_VERSION = "5.26.30"
 ENTRY_POINT = "org.neo4j.server.CommunityEntryPoint"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 POM = REPO_ROOT / "deploy" / "neo4j" / "pom.xml"
 DEFAULT_LIB_DIR = REPO_ROOT / "deploy" / "neo4j" / "target" / "lib"
 LIB_DIR_ENV = "MNEMOBUS_NEO4J_LIB"
@@ -203,7 +203,7 @@ class LocalNeo4j:
         if not jars_present(lib):
             raise LocalNeo4jError(
                 f"the Neo4j {NEO4J_VERSION} jars are not in {lib}; run `make neo4j-jars` "
-                f"(or `python -m mnemobus.neo4j_local --fetch`)"
+                f"(or `python -m mnemobus.kernel.neo4j_local --fetch`)"
             )
         java = find_java()
         t0 = time.monotonic()
@@ -381,7 +381,7 @@ class _PortTaken(LocalNeo4jError):
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: fetch the jars, start a server, print its URI, run until SIGINT/SIGTERM (or stop at once with --check)."""
-    p = argparse.ArgumentParser(prog="python -m mnemobus.neo4j_local", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m mnemobus.kernel.neo4j_local", description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=None, help="Bolt port (default: a free one)")
     p.add_argument("--home", type=Path, default=None, help="server home (default: a temporary folder, removed on stop)")
     p.add_argument("--heap", default="512m")

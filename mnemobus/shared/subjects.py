@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from mnemobus.groups import GroupId
+from mnemobus.shared.groups import GroupId
 
 SKILL_REQUEST = "agent.skill.request"
 SKILL_EXECUTE_PREFIX = "agent.skill.execute"

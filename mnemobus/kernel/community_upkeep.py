@@ -16,11 +16,11 @@ from typing import Any
 
 import anyio
 
-from mnemobus.config import CommunitiesSettings, ExtractionSettings
+from mnemobus.shared.config import CommunitiesSettings, ExtractionSettings
 from mnemobus.engine.communities import CommunityRefresher, RefreshOutcome, RefreshSettings
 from mnemobus.engine.community_summary import OfflineSummariser, Summariser
-from mnemobus.groups import GroupId
-from mnemobus.metrics import CommunityMetrics, LlmMetrics
+from mnemobus.shared.groups import GroupId
+from mnemobus.shared.metrics import CommunityMetrics, LlmMetrics
 from mnemobus.store.communities import CommunityStore
 from mnemobus.store.model import Episode
 
@@ -40,7 +40,7 @@ def build_summariser(cfg: CommunitiesSettings, extraction: ExtractionSettings, l
     """Offline, or with `extractor: llm` one call per changed community on the extraction endpoint."""
     if extraction.extractor != "llm":
         return OfflineSummariser()
-    from mnemobus.engine.community_summary import LlmSummariser
+    from mnemobus.engine.llm.community_summary import LlmSummariser
     from mnemobus.engine.llm import chat_client
 
     client = chat_client(extraction.llm, llm_metrics, cfg.summary_concurrency)

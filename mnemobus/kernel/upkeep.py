@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 
 import anyio
 
-from mnemobus.config import Settings
+from mnemobus.shared.config import Settings
 from mnemobus.engine.retention import decay_groups, evict_groups, lifecycle_of, policy_of
-from mnemobus.metrics import LifecycleMetrics
+from mnemobus.shared.metrics import LifecycleMetrics
 
 log = logging.getLogger("mnemobus.upkeep")
 

@@ -17,8 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from mnemobus.errors import ConfigError
-from mnemobus.groups import GroupId, agent_user_group, system_group, unknown_user_group, user_group
+from mnemobus.shared.errors import ConfigError
+from mnemobus.shared.groups import GroupId, agent_user_group, system_group, unknown_user_group, user_group
 
 log = logging.getLogger("mnemobus.identity")
 

@@ -15,8 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from mnemobus.errors import ConfigError
-from mnemobus.redact import is_secret_field, mask_urls
+from mnemobus.shared.errors import ConfigError
+from mnemobus.shared.redact import is_secret_field, mask_urls
 
 ENV_PREFIX = "MNEMOBUS_"
 DEFAULT_CONFIG = Path("workspace/mnemobus.yaml")
@@ -112,7 +112,8 @@ class Neo4jSettings(Section):
 
 
 class StoreSettings(Section):
-    backend: Literal["sqlite", "neo4j"] = "sqlite"
+    backend: str = Field(default="sqlite", description="a registered store (mnemobus_stores hook): sqlite, neo4j, "
+                         "or one an installed package adds")
     sqlite_path: Path = Path("data/mnemobus.sqlite3")
     vector_cache_mb: int = Field(default=512, ge=16, description="per process, both backends: each group's "
                                  "vectors and graph kept in memory, least recently used groups evicted (SQLite: the "
@@ -164,10 +165,10 @@ class OpenAIEmbeddingSettings(EndpointSettings):
 
 
 class EmbeddingSettings(Section):
-    provider: Literal["local", "static", "hash", "openai"] = Field(
+    provider: str = Field(
         default="static", description="local: the ONNX transformer; static: a token table distilled from it "
         "(~1000x faster, somewhat less precise); hash: deterministic, for tests; openai: any OpenAI-compatible "
-        "/embeddings endpoint (memory.embedding.openai)")
+        "/embeddings endpoint (memory.embedding.openai); or one an installed package registers (mnemobus_embedders hook)")
     model: str = "all-MiniLM-L6-v2-int8"
     cache_dir: Path = Field(default=Path("data/embeddings"), description="where the static table is cached")
     batch_size: int = Field(default=64, gt=0, description="texts per call to an openai endpoint")
@@ -308,9 +309,9 @@ class LlmSettings(EndpointSettings):
 
 
 class ExtractionSettings(Section):
-    extractor: Literal["offline", "llm"] = Field(
+    extractor: str = Field(
         default="offline", description="offline: rules, no network; llm: one call per episode to extraction.llm, "
-        "falling back to offline per episode")
+        "falling back to offline per episode; or one an installed package registers (mnemobus_extractors hook)")
     llm: LlmSettings = Field(default_factory=LlmSettings)
 
     @model_validator(mode="after")
@@ -503,9 +504,20 @@ def _unknown_sections_in_environment() -> list[str]:
                   and k[len(ENV_PREFIX):].split("__", 1)[0].lower() not in sections)
 
 
+def config_file(path: Path | str | None = None) -> Path:
+    """The file `load_settings(path)` reads: `path`, else $MNEMOBUS_CONFIG, else workspace/mnemobus.yaml."""
+    return Path(path) if path is not None else Path(os.environ.get("MNEMOBUS_CONFIG", DEFAULT_CONFIG))
+
+
+def field_origin(loc: tuple[Any, ...], path: Path | str | None = None) -> str:
+    """Where a field's value came from: the environment variable that set it, else the file, else defaults."""
+    file = config_file(path)
+    return _origin(loc, file if file.exists() else None)
+
+
 def load_settings(path: Path | str | None = None) -> Settings:
     """Read the YAML file (if any), apply the environment, validate everything at once."""
-    file = Path(path) if path is not None else Path(os.environ.get("MNEMOBUS_CONFIG", DEFAULT_CONFIG))
+    file = config_file(path)
     data: dict[str, Any] = {}
     if file.exists():
         try:

@@ -3,7 +3,7 @@
 Why: a deployment runs each role (plugin, worker, api, worldstate) as separate processes, scaled on
 their own, against a NATS cluster with replicated JetStream and a shared Neo4j. This starts exactly
 that on one machine, without Docker: three clustered nats-servers (mnemobus.bus.cluster), the local
-Neo4j (mnemobus.neo4j_local) and `mnemobus run --role <role>` processes, each told where everything is
+Neo4j (mnemobus.kernel.neo4j_local) and `mnemobus run --role <role>` processes, each told where everything is
 through the same `MNEMOBUS_*` variables a container gets, each probed on its own `/readyz`.
 """
 
@@ -23,11 +23,11 @@ from pathlib import Path
 
 from mnemobus.bus.cluster import LocalNatsCluster
 from mnemobus.bus.server import _die_with_parent
-from mnemobus.errors import MnemobusError
-from mnemobus.neo4j_local import LocalNeo4j
-from mnemobus.ports import free_port
+from mnemobus.shared.errors import MnemobusError
+from mnemobus.kernel.neo4j_local import LocalNeo4j
+from mnemobus.shared.ports import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class DeploymentError(MnemobusError):

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from mnemobus.limits import MAX_CONTENT_CHARS, Moment, StoredText, clip_bytes
-from mnemobus.subjects import check_reply_subject
+from mnemobus.shared.limits import MAX_CONTENT_CHARS, Moment, StoredText, clip_bytes
+from mnemobus.shared.subjects import check_reply_subject
 
 ENVELOPE_VERSION = 1
 

@@ -20,33 +20,30 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import anyio
 from pydantic import SecretStr
 
-from mnemobus import extensions
+from mnemobus.kernel import extensions
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.permissions import EMBEDDED_USER, nats_single_user
 from mnemobus.bus.server import EmbeddedNatsServer
-from mnemobus.config import NatsSettings, Settings
-from mnemobus.errors import MnemobusError
-from mnemobus.health import Health, serve_metrics
-from mnemobus.identity import IdentityRegistry
-from mnemobus.metrics import PipelineMetrics
-from mnemobus.peers import check_same_store
-from mnemobus.plugin import Plugin, PluginContext
-from mnemobus.private_files import write_private
-from mnemobus.runtime import Runtime
-from mnemobus.runner import run_plugins
-from mnemobus.warming import warm_engine
-from mnemobus.worker import EpisodeWorker
+from mnemobus.shared.config import NatsSettings, Settings
+from mnemobus.shared.errors import MnemobusError
+from mnemobus.kernel.health import Health, serve_metrics
+from mnemobus.shared.identity import IdentityRegistry
+from mnemobus.shared.metrics import PipelineMetrics
+from mnemobus.kernel.peers import check_same_store
+from mnemobus.kernel.plugin import Plugin
+from mnemobus.shared.private_files import write_private
+from mnemobus.kernel.runtime import Runtime
+from mnemobus.kernel.warming import warm_engine
 
 log = logging.getLogger("mnemobus.app")
 
 def expand_roles(role: str) -> set[str]:
-    """`all` means every role this build has (the core two and every registered one); a named role must exist."""
-    optional = extensions.roles()
+    """`all` means every role this build registers; a named role must exist."""
+    registered = extensions.roles()
     if role == "all":  # a role that needs something configured first (`in_all = False`) runs only when named
-        return {"plugin", "worker", *(name for name, start in optional.items() if getattr(start, "in_all", True))}
-    if role not in {"plugin", "worker", *optional}:
-        raise MnemobusError(f"role {role!r} is not available in this build; it has: "
-                            f"{', '.join(sorted({'plugin', 'worker', *optional}))}")
+        return {name for name, start in registered.items() if getattr(start, "in_all", True)}
+    if role not in registered:
+        raise MnemobusError(f"role {role!r} is not available in this build; it has: {', '.join(sorted(registered))}")
     return {role}
 
 
@@ -167,7 +164,7 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
     On a bus this process did not start, an engine is opened only on the store the workers there write
     (`peers.check_same_store`). `warm=False` leaves loading the embedder to the caller (`warm_engine`), for a door
     that must answer before it is done (MCP: the client's handshake would wait for a first build)."""
-    from mnemobus.engine import open_engine
+    from mnemobus.kernel.backends import open_engine
 
     metrics = metrics or PipelineMetrics()
     async with nats_url(settings, own=own_bus) as (url, server, nats_settings):
@@ -198,16 +195,8 @@ async def serve(rt: Runtime, roles: set[str], *, plugins: list[Plugin] | None = 
     """Run the given roles until `rt.stop` is set."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(_reload_identity, rt.identity, rt.settings.identity.reload_interval_s, rt.stop)
-        if "worker" in roles:
-            rt.worker = EpisodeWorker(rt.bus, rt.engine, rt.settings, rt.metrics,
-                                      instance_id=f"{socket.gethostname()}-{os.getpid()}", echo=echo)
-            await tg.start(rt.worker.run, rt.stop)
-        if "plugin" in roles:
-            ctx = PluginContext(rt.bus, rt.settings, rt.metrics, logging.getLogger("mnemobus.plugin"),
-                                rt.identity, rt.engine, echo)
-            await tg.start(run_plugins, plugins if plugins is not None else default_plugins(rt.settings, demo=False),
-                           ctx, rt.stop)
-        for name, start in extensions.roles().items():
+        rt.plugins, rt.echo = plugins, echo
+        for name, start in extensions.roles().items():  # registration order: the worker first
             if name in roles:
                 await tg.start(start, rt)
         task_status.started()
@@ -249,7 +238,7 @@ async def _run(settings: Settings, roles: set[str], metrics: PipelineMetrics, he
             await tg.start(lambda task_status: serve(rt, roles, plugins=plugins, echo=echo, task_status=task_status))
             health.started = True
             if demo:
-                from mnemobus.demo import run_demo
+                from mnemobus.kernel.demo import run_demo
 
                 ok = await run_demo(rt, echo or (lambda s: None))
                 if once:

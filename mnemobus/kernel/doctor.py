@@ -10,15 +10,15 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from mnemobus.config import Settings
-from mnemobus.redact import mask_urls
+from mnemobus.shared.config import Settings
+from mnemobus.shared.redact import mask_urls
 
 
 async def _unreachable(url: str, timeout_s: float) -> str | None:
     """Why no server of a configured NATS URL answers, or None when one does. The client itself retries a refused
     first connect until its deadline (30 s of silence, then a bare TimeoutError): a newcomer with a wrong port
     should hear so at once, and what was refused."""
-    from mnemobus.app import tcp_refusal
+    from mnemobus.kernel.app import tcp_refusal
 
     errors = []
     for one in url.split(","):
@@ -32,7 +32,7 @@ async def _unreachable(url: str, timeout_s: float) -> str | None:
 
 
 async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None]) -> int:
-    from mnemobus.app import open_runtime
+    from mnemobus.kernel.app import open_runtime
 
     failures = 0
     say("config: ok")
@@ -63,7 +63,7 @@ async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None])
 
 
 async def _smoke(rt, say: Callable[[str], None]) -> int:  # type: ignore[no-untyped-def]
-    from mnemobus.groups import GroupId
+    from mnemobus.shared.groups import GroupId
     from mnemobus.store.model import Episode, RecallQuery
 
     group = GroupId(f"doctor-smoke-{uuid.uuid4().hex[:12]}")

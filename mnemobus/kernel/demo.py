@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import anyio
 
-from mnemobus import subjects
-from mnemobus.envelope import Meta, Payload, SkillRequest, SkillResponse, Source
-from mnemobus.groups import user_group
+from mnemobus.shared import subjects
+from mnemobus.shared.envelope import Meta, Payload, SkillRequest, SkillResponse, Source
+from mnemobus.shared.groups import user_group
 from mnemobus.store.model import episode_id_for
 
 TURNS = [

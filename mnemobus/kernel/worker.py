@@ -22,22 +22,22 @@ from datetime import datetime, timezone
 import anyio
 from anyio.abc import TaskStatus
 
-from mnemobus import subjects
+from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
 from mnemobus.bus.consumer import Delivery, DurableConsumer, DurableConsumerConfig, FetchFailed, FetchProtocolError
 from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.endpoint import parse_message
-from mnemobus.community_upkeep import CommunityUpkeep
-from mnemobus.config import Settings
-from mnemobus.envelope import EpisodeMessage
-from mnemobus.errors import InvalidMessage, StoreUnavailable
+from mnemobus.kernel.community_upkeep import CommunityUpkeep
+from mnemobus.shared.config import Settings
+from mnemobus.shared.envelope import EpisodeMessage
+from mnemobus.shared.errors import InvalidMessage, StoreUnavailable
 from mnemobus.store.erasures import GroupErased
-from mnemobus.groups import InvalidGroupId, validate_group_id
-from mnemobus.logthrottle import ThrottledLog
-from mnemobus.metrics import PipelineMetrics
-from mnemobus.peers import store_identity
+from mnemobus.shared.groups import InvalidGroupId, validate_group_id
+from mnemobus.shared.logthrottle import ThrottledLog
+from mnemobus.shared.metrics import PipelineMetrics
+from mnemobus.kernel.peers import store_identity
 from mnemobus.store.model import Episode, IngestOutcome
-from mnemobus.upkeep import run_upkeep
+from mnemobus.kernel.upkeep import run_upkeep
 
 log = logging.getLogger("mnemobus.worker")
 

@@ -9,7 +9,7 @@ it proves the wire (calls, tokens, schemas, retries, fallback), not extraction q
     with LocalLlama() as llama:
         client = ChatClient(llama.url, llama.model)
 
-or `python -m mnemobus.llama_local` to run one in the foreground (prints its URL).
+or `python -m mnemobus.kernel.llama_local` to run one in the foreground (prints its URL).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DIR_ENV = "MNEMOBUS_LLAMA_DIR"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smol"

@@ -15,7 +15,7 @@ from anyio.abc import TaskStatus
 
 from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.endpoint import Endpoint
-from mnemobus.plugin import Plugin, PluginContext
+from mnemobus.kernel.plugin import Plugin, PluginContext
 
 log = logging.getLogger("mnemobus.runner")
 

@@ -1,0 +1,52 @@
+"""Config -> the engine's parts: the store, extractor and embedder the config names, each looked up among the
+registered ones (mnemobus/kernel/builtin_parts.py and any installed package's hooks), so the engine never knows which
+backend it holds and a new backend needs no edit here."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio.to_thread
+
+from mnemobus.kernel import extensions
+from mnemobus.shared.config import Settings
+from mnemobus.engine import MemoryEngine
+from mnemobus.engine.embed import Embedder
+from mnemobus.engine.extract_parse import ParsedExtractor
+from mnemobus.engine.llm.embedder import OpenAIEmbedder
+from mnemobus.engine.llm.endpoint import EndpointError
+from mnemobus.engine.recipes import tuned
+from mnemobus.shared.metrics import LlmMetrics
+from mnemobus.store.contract import GraphStore
+
+__all__ = ["build_store", "open_engine"]
+
+log = logging.getLogger("mnemobus.backends")
+
+
+def build_store(settings: Settings, dim: int) -> GraphStore:
+    """The store `store.backend` names, not yet opened."""
+    extensions.check_parts(settings)
+    return extensions.stores()[settings.store.backend](settings, dim)
+
+
+async def _check_endpoint_embedder(embedder: Embedder) -> None:
+    """A wrong dimension refuses start (ConfigError naming the key); an endpoint that is down only warns: the
+    worker retries its batches and recall fails open until it is back."""
+    try:
+        await anyio.to_thread.run_sync(embedder.embed, ["dimension check"])
+    except EndpointError as exc:
+        log.warning("the embedding endpoint did not answer at start (%s); going on", exc)
+
+
+async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None) -> MemoryEngine:
+    extensions.check_parts(settings)
+    metrics = llm_metrics or LlmMetrics()
+    embedder = extensions.embedders()[settings.memory.embedding.provider](settings, metrics)
+    if isinstance(embedder, OpenAIEmbedder):
+        await _check_endpoint_embedder(embedder)
+    extractor = extensions.extractors()[settings.extraction.extractor](settings, ParsedExtractor(), metrics)
+    store = build_store(settings, embedder.dim)
+    await store.open()
+    return MemoryEngine(store, extractor, embedder,
+                        recipes=tuned(settings.memory.recall.model_dump(exclude_unset=True)))
