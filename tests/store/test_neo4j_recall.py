@@ -123,7 +123,7 @@ async def test_close_writes_the_counts_still_held(neo4j_uri: str, group: GroupId
 async def test_a_group_larger_than_a_delete_batch_goes_in_several_transactions(
     neo: Neo4jStore, group: GroupId, other_group: GroupId, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import mnemobus.store.neo4j.store as neo4j_module
+    import mnemobus.store.neo4j.erasure as neo4j_module
 
     await alice_graph(neo, group)  # 1 episode, 5 entities, 4 facts
     await alice_graph(neo, other_group)
