@@ -69,6 +69,7 @@ async def measure(figures: dict[str, float], label: str, total: int, root: Path)
                               recipes={n: replace(r, graph=mode) for n, r in RECIPES.items()})
         for q in queries[:20]:
             await engine.recall(RecallQuery(q, (group,), as_of=NOW))
+        store.vectors.wait_for_indexes()  # as bench_engine: the indexed path, not the scan before it is built
         s = summary_ms([await seconds(engine.recall(RecallQuery(q, (group,), as_of=NOW, max_facts=10,
                                                                  max_episodes=3))) for q in queries])
         figures[f"recall_{label}_{mode}_p50_ms"] = s["p50_ms"]

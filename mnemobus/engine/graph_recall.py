@@ -98,7 +98,7 @@ async def local_graph(store: GraphStore, group: GroupId, seeds: Mapping[str, flo
     return LocalGraph(unit, near, far, reach)
 
 
-def by_hops(graph: LocalGraph) -> Activated:
+def by_hops(graph: LocalGraph, recipe: Recipe) -> Activated:
     """Breadth first: the seeds' turns and facts, then those of the entities one fact away; within a hop, by the
     rank of the entity they hang from, then as the store listed them (newest turn, most confident fact)."""
     order = {e: i for i, e in enumerate(sorted(graph.seeds, key=lambda e: -graph.seeds[e]))}
@@ -107,7 +107,8 @@ def by_hops(graph: LocalGraph) -> Activated:
     for links, rank in ((graph.near, order), (graph.far, far_order)):
         episodes += [ep for _, ep in sorted(links.mentions, key=lambda m: rank.get(m[0], len(rank)))]
         facts += [f[0] for f in sorted(links.facts, key=lambda f: rank.get(f[1], len(rank)))]
-    return Activated(list(dict.fromkeys(episodes)), list(dict.fromkeys(facts)))
+    cap = recipe.graph_node_cap
+    return Activated(list(dict.fromkeys(episodes))[:cap], list(dict.fromkeys(facts))[:cap])
 
 
 def spread(graph: LocalGraph, recipe: Recipe) -> Activated:
@@ -186,7 +187,7 @@ async def graph_rankings(store: GraphStore, group: GroupId, seeds: Mapping[str, 
         return Activated([], [])
     graph = await local_graph(store, group, seeds, as_of, recipe)
     if recipe.graph == "bfs":
-        return by_hops(graph)
+        return by_hops(graph, recipe)
     if recipe.graph == "ppr":
         return pagerank(graph, recipe)
     return spread(graph, recipe)
