@@ -208,7 +208,7 @@ async def statements(n: int) -> dict[str, float]:
     from bench_pipeline import PEOPLE
 
     from mnemobus.shared.config import load_settings
-    from mnemobus.engine import open_engine
+    from mnemobus.kernel.backends import open_engine
     from mnemobus.shared.identity import IdentityRegistry
     from mnemobus.store.model import RecallQuery
     from mnemobus.store.sqlite import SqliteStore

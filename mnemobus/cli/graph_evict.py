@@ -16,7 +16,7 @@ from mnemobus.shared.config import Settings
 
 
 async def evict(settings: Settings, args: argparse.Namespace) -> int:
-    from mnemobus.engine import build_store
+    from mnemobus.kernel.backends import build_store
     from mnemobus.engine.embed import DIM
     from mnemobus.engine.retention import evict_groups, policy_of
     from mnemobus.shared.groups import validate_group_id

@@ -128,6 +128,7 @@ async def test_a_group_larger_than_a_delete_batch_goes_in_several_transactions(
     await alice_graph(neo, group)  # 1 episode, 5 entities, 4 facts
     await alice_graph(neo, other_group)
     monkeypatch.setattr(neo4j_module, "DELETE_BATCH", 2)
+    monkeypatch.setattr(neo4j_module, "ONE_TXN_ROWS", 2)  # else the group fits one all-or-nothing transaction
     counts = await neo.delete_group(group)
     assert (counts.episodes, counts.entities, counts.facts) == (1, 5, 4)
     assert await neo.count_facts(group) == 0 and await neo.count_episodes(group) == 0
