@@ -46,8 +46,8 @@ async def _groups(svc: MemoryService, group_id: str | None) -> list[GroupId]:
 def refresher_of(svc: MemoryService) -> CommunityRefresher:
     rt = svc.rt
     worker = getattr(rt, "worker", None)
-    if worker is not None and worker.upkeep.refresher is not None:
-        return worker.upkeep.refresher
+    if worker is not None and worker.communities.refresher is not None:
+        return worker.communities.refresher
     found = rt.extra.get("community_refresher")
     if found is None:
         s = rt.settings

@@ -81,8 +81,8 @@ class EpisodeWorker:
         self.restarts = 0
         self.retry_log = ThrottledLog(log)  # a store outage retries every pending episode: a line per reason and 10 s
         self._stop = anyio.Event()  # set by run()'s caller: a held batch stops waiting for the store
-        self.upkeep = CommunityUpkeep(engine, settings.communities, settings.extraction, metrics.llm,
-                                      metrics.communities)
+        self.communities = CommunityUpkeep(engine, settings.communities, settings.extraction, metrics.llm,
+                                           metrics.communities)
         if hasattr(engine, "observe_extraction"):
             engine.observe_extraction(self._extracted)
 
@@ -106,7 +106,7 @@ class EpisodeWorker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeat_loop, stop)
             tg.start_soon(run_upkeep, self.engine.store, self.settings, self.metrics.lifecycle, stop)
-            tg.start_soon(self.upkeep.run, stop)
+            tg.start_soon(self.communities.run, stop)
             task_status.started()
             await self._supervise(stop)
             tg.cancel_scope.cancel()
@@ -217,7 +217,7 @@ class EpisodeWorker:
         if not ready:
             return
         started = time.perf_counter()
-        with self.upkeep.ingesting():
+        with self.communities.ingesting():
             outcomes = await self._ingest(ready)
         held = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, StoreUnavailable)]
         if held and await self._wait_out_store_outage([ready[i][0] for i in held]):
@@ -226,7 +226,7 @@ class EpisodeWorker:
         self.metrics.store_seconds.labels(operation="ingest_batch").observe(time.perf_counter() - started)
         for (msg, episode), outcome in zip(ready, outcomes, strict=True):
             await self._guard(self._settle, msg, episode, outcome)
-        self.upkeep.stored([ep for (_, ep), out in zip(ready, outcomes, strict=True)
+        self.communities.stored([ep for (_, ep), out in zip(ready, outcomes, strict=True)
                             if isinstance(out, IngestOutcome) and out.created and not out.screened])
 
     async def _ingest(self, ready: list[tuple[Delivery, Episode]]) -> list[Any]:

@@ -73,8 +73,6 @@ async def erase_rows(tx: AsyncManagedTransaction, group: str, limit: int) -> tup
     case its version node goes too)."""
     p = {"g": group, "n": limit}
     await run_rows(tx, NEW_EPOCH, p)  # mirrors of the group reload it (smaller, or gone)
-    for q in DELETE_GROUP_COMMUNITIES:
-        await run_rows(tx, q, p)
     f = (await run_rows(tx, "MATCH ()-[r:FACT {group_id: $g}]->() WITH r LIMIT $n DELETE r RETURN count(r) AS c", p))[0]["c"]
     if f >= limit:
         return DeleteCounts(facts=f), False
@@ -90,7 +88,8 @@ async def erase_rows(tx: AsyncManagedTransaction, group: str, limit: int) -> tup
     done = ep < limit
     if done:
         await run_rows(tx, "MATCH (gv:GroupVersion {group_id: $g}) DELETE gv", p)
-        for q in DELETE_GROUP_LIFECYCLE:  # promoted memories and retention marks (lifecycle.py) go with the group
+        # communities, promoted memories and retention marks go with the group's last rows, once, not every batch
+        for q in (*DELETE_GROUP_COMMUNITIES, *DELETE_GROUP_LIFECYCLE):
             await run_rows(tx, q, p)
     return DeleteCounts(episodes=ep, entities=e, facts=f), done
 
