@@ -91,7 +91,21 @@ async def extract_all(extractor: Any, episodes: list[Any]) -> list[Any]:
     return out
 
 
+def meaning() -> Any:
+    """The semantic fallback of relation mapping as the product configures it by default (what ingest applies)."""
+    from mnemobus.engine.embed import MODELS
+    from mnemobus.kernel.backends import shared_meaning
+    from mnemobus.shared.config import ExtractionSettings
+
+    threshold = ExtractionSettings().relation_threshold
+    return shared_meaning(next(iter(MODELS)), threshold).nearest if threshold is not None else None
+
+
 async def score_facts(extractor: Any, items: list[Item], tally: Tally) -> None:
+    """Each item's facts as ingest would store them (canonical relations, the semantic fallback), against its gold."""
+    from mnemobus.engine.relations import canonical_extraction
+
+    read_as = meaning()
     per_item = [episodes_of(item, f"x_{item.id}") for item in items]
     flat = [ep for eps in per_item for ep in eps]
     results = await extract_all(extractor, flat)
@@ -101,7 +115,8 @@ async def score_facts(extractor: Any, items: list[Item], tally: Tally) -> None:
         for extraction in results[pos : pos + len(eps)]:
             if isinstance(extraction, Exception):
                 raise extraction
-            got += [(Triple(f.subject, f.relation, f.object), f.valid_from) for f in extraction.facts]
+            got += [(Triple(f.subject, f.relation, f.object), f.valid_from)
+                    for f in canonical_extraction(extraction, read_as).facts]
         pos += len(eps)
         tally.add_facts(item, got)
 
@@ -128,7 +143,7 @@ async def score_endings(extractor: Any, items: list[Item], tally: Tally, root: P
     store = SqliteStore(root / f"endings-{extractor.name}.sqlite3", dim=HashEmbedder().dim)
     await store.open()
     seeding = MemoryEngine(store, holds, HashEmbedder())
-    engine = MemoryEngine(store, extractor, HashEmbedder())
+    engine = MemoryEngine(store, extractor, HashEmbedder(), meaning=meaning())
     for item in items:
         group = f"x_{item.id}"
         eps = episodes_of(item, group)

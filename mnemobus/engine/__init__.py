@@ -18,6 +18,7 @@ from mnemobus.engine.extract import Extractor
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.ingest import Disambiguator, ExtractionObserver, Ingestor, word_subset_disambiguator
 from mnemobus.engine.recall import checked_groups, recall
+from mnemobus.engine.relations import Meaning
 from mnemobus.engine.recipes import DEFAULT_RECIPE, RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import rrf
 from mnemobus.engine.text import display_name, normalise_name, query_terms
@@ -40,12 +41,12 @@ class ScoredEntity:
 class MemoryEngine:
     def __init__(self, store: GraphStore, extractor: Extractor | None = None, embedder: Embedder | None = None,
                  disambiguator: Disambiguator = word_subset_disambiguator,
-                 recipes: Mapping[str, Recipe] = RECIPES) -> None:
+                 recipes: Mapping[str, Recipe] = RECIPES, meaning: Meaning | None = None) -> None:
         self.store = store
         self.recipes = recipes
         self.extractor = extractor or ParsedExtractor()
         self.embedder = embedder
-        self._ingestor = Ingestor(store, self.extractor, embedder, disambiguator)
+        self._ingestor = Ingestor(store, self.extractor, embedder, disambiguator, meaning)
         self._warming_claimed = False
 
     def claim_warming(self) -> bool:

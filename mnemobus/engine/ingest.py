@@ -24,7 +24,7 @@ from mnemobus.engine.extract import (
     UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
 )
 from mnemobus.engine.mentions import named_spans
-from mnemobus.engine.relations import canonical_extraction, one_value, symmetric
+from mnemobus.engine.relations import Meaning, canonical_extraction, one_value, symmetric
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.shared.errors import InvalidMessage
 from mnemobus.shared.groups import GroupId, InvalidGroupId, validate_group_id
@@ -198,11 +198,12 @@ def prefetch_for(prepared: Sequence[_Prepared]) -> Prefetch:
 
 class Ingestor:
     def __init__(self, store: GraphStore, extractor: Extractor, embedder: Embedder | None,
-                 disambiguator: Disambiguator = word_subset_disambiguator) -> None:
+                 disambiguator: Disambiguator = word_subset_disambiguator, meaning: Meaning | None = None) -> None:
         self.store = store
         self.extractor = extractor
         self.embedder = embedder
         self.disambiguator = disambiguator
+        self.meaning = meaning  # the semantic fallback for relations the table does not name (relation_meaning.py)
         self.observers: list[ExtractionObserver] = []
 
     async def ingest(self, episode: Episode) -> IngestOutcome:
@@ -253,7 +254,7 @@ class Ingestor:
             if isinstance(extraction, Exception):  # one bad episode must not sink the batch
                 results[slot] = extraction
                 continue
-            prepared.append(_Prepared(slot, episode, screened, canonical_extraction(extraction)))
+            prepared.append(_Prepared(slot, episode, screened, canonical_extraction(extraction, self.meaning)))
         try:
             await self._embed(prepared)
         except Exception as exc:  # noqa: BLE001 - without vectors none of them can be written as designed

@@ -13,6 +13,7 @@ to every extractor's output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from mnemobus.engine.extract import ExtractedEnding, ExtractedFact, Extraction
@@ -32,6 +33,7 @@ class Relation:
     inverses: tuple[str, ...] = ()
     symmetric: bool = False  # "A married to B" is "B married to A"
     values: frozenset[str] = frozenset()  # objects of a generic relation ("is") that make it this one
+    examples: tuple[str, ...] = ()  # other ways to say it, for the semantic fallback (engine/relation_meaning.py)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -60,11 +62,15 @@ USES_KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 RELATIONS: tuple[Relation, ...] = (
     # -- one value at a time ---------------------------------------------------------------------------------
     Relation("lives_in", "the place someone lives now", "person", "place", True,
-             ("resides_in", "based_in", "lives_at", "live_in", "home_is", "moved_to", "living_in")),
+             ("resides_in", "based_in", "lives_at", "live_in", "home_is", "moved_to", "living_in"),
+             examples=("resides", "dwells in", "makes a home in", "is settled in", "has a house in")),
     Relation("works_at", "the organisation someone works for now", "person", "organization", True,
-             ("works_for", "employed_at", "employed_by", "job_at", "works_in_company"), ("employs", "employer_of")),
+             ("works_for", "employed_at", "employed_by", "job_at", "works_in_company"), ("employs", "employer_of"),
+             examples=("is employed at", "is on the staff of", "earns a living at", "has a job with",
+                       "is hired by")),
     Relation("works_as", "someone's job title or occupation now", "person", "concept", True,
-             ("job_title", "is_a_job", "job", "occupation", "profession", "works_as_a")),
+             ("job_title", "is_a_job", "job", "occupation", "profession", "works_as_a"),
+             examples=("earns a living as", "is by profession", "trained and works as")),
     Relation("is_married_to", "the person someone is married to", "person", "person", True,
              ("married_to", "spouse", "has_spouse", "has_wife", "has_husband"),
              ("wife_of", "husband_of", "spouse_of"), symmetric=True),
@@ -72,10 +78,12 @@ RELATIONS: tuple[Relation, ...] = (
              ("is_engaged_to", "has_fiance", "has_fiancee"), ("fiance_of", "fiancee_of"), symmetric=True),
     Relation("partner_of", "the person someone is in a relationship with", "person", "person", True,
              ("dating", "is_dating", "in_a_relationship_with", "has_partner", "has_girlfriend", "has_boyfriend"),
-             ("girlfriend_of", "boyfriend_of"), symmetric=True),
+             ("girlfriend_of", "boyfriend_of"), symmetric=True,
+             examples=("is seeing", "goes out with", "is in love with")),
     Relation("reports_to", "someone's manager at work", "person", "person", True,
              ("has_manager", "has_boss", "managed_by", "has_team_lead", "has_supervisor"),
-             ("manager_of", "boss_of", "team_lead_of", "supervisor_of", "line_manager_of")),
+             ("manager_of", "boss_of", "team_lead_of", "supervisor_of", "line_manager_of"),
+             examples=("answers to", "works under", "is supervised by")),
     Relation("diet", "the diet someone keeps", "person", "concept", True, ("follows_diet", "eats_diet"),
              values=_DIETS),
     Relation("marital_status", "whether someone is married, single, divorced", "person", "concept", True,
@@ -83,24 +91,33 @@ RELATIONS: tuple[Relation, ...] = (
     Relation("work_status", "retired, unemployed, self-employed", "person", "concept", True, values=_WORK_STATES),
     Relation("phone", "someone's phone number", "person", "concept", True, ("phone_number", "has_phone_number")),
     Relation("email", "someone's email address", "person", "concept", True, ("email_address", "has_email")),
-    Relation("owns_car", "the car someone drives now", "person", "product", True, ("drives", "has_car", "car")),
+    Relation("owns_car", "the car someone drives now", "person", "product", True, ("drives", "has_car", "car"),
+             examples=("drives a car", "runs a car", "owns the car")),
     *(Relation(f"uses_{kind}", f"the {kind.replace('_', ' ')} someone uses now", "person", "product", True,
                ("phone_model",) if kind == "phone" else (), values=names) for kind, (_, names) in USES_KINDS.items()),
     Relation("studies_at", "where someone studies now", "person", "organization", True,
-             ("student_at", "enrolled_at", "attends_university")),
+             ("student_at", "enrolled_at", "attends_university"),
+             examples=("is a student at", "is studying at", "is enrolled in")),
     # -- many at a time --------------------------------------------------------------------------------------
-    Relation("has_pet", "an animal someone keeps", "person", "pet", False, ("owns_pet", "pet"), ("pet_of",)),
-    Relation("speaks", "a language someone speaks", "person", "concept", False, ("speaks_language",)),
+    Relation("has_pet", "an animal someone keeps", "person", "pet", False, ("owns_pet", "pet"), ("pet_of",),
+             examples=("keeps a pet", "looks after a dog", "owns a cat")),
+    Relation("speaks", "a language someone speaks", "person", "concept", False, ("speaks_language",),
+             examples=("is fluent in", "can speak", "talks in")),
     Relation("plays", "an instrument or game someone plays", "person", "concept", False, ("plays_instrument",)),
     Relation("likes", "something someone likes", "person", "concept", False,
-             ("loves", "enjoys", "fan_of", "into", "adores", "is_fan_of")),
-    Relation("dislikes", "something someone dislikes", "person", "concept", False, ("hates", "detests", "loathes")),
+             ("loves", "enjoys", "fan_of", "into", "adores", "is_fan_of"),
+             examples=("cherishes", "relishes", "treasures", "is passionate about", "is keen on", "is crazy about")),
+    Relation("dislikes", "something someone dislikes", "person", "concept", False, ("hates", "detests", "loathes"),
+             examples=("despises", "abhors", "can't bear", "can't stand", "is not a fan of")),
     Relation("takes", "a medicine or supplement someone takes", "person", "concept", False,
-             ("takes_medication", "on_medication", "prescribed", "is_on")),
+             ("takes_medication", "on_medication", "prescribed", "is_on"),
+             examples=("is prescribed", "is on tablets", "takes medicine", "takes pills")),
     Relation("has_condition", "an illness or condition someone has", "person", "condition", False,
-             ("suffers_from", "diagnosed_with")),
+             ("suffers_from", "diagnosed_with"),
+             examples=("lives with the illness", "was diagnosed with", "is ill with")),
     Relation("member_of", "a club, team or group someone belongs to", "person", "organization", False,
-             ("belongs_to", "plays_in", "part_of_club")),
+             ("belongs_to", "plays_in", "part_of_club"),
+             examples=("is in the club", "plays for the team", "sings in the choir")),
     Relation("owns", "a thing someone owns", "person", "product", False, ("has_a", "bought")),
     Relation("smokes", "tobacco or vaping as a habit", "person", "concept", False, ("vapes",)),
     Relation("drinks", "a drink someone habitually drinks", "person", "concept", False),
@@ -108,6 +125,15 @@ RELATIONS: tuple[Relation, ...] = (
 )
 # families named by their kind: one value per kind ("favourite_show", "uses_phone")
 ONE_VALUE_FAMILIES = ("favourite_", "favorite_", "uses_")
+# relations the extractors name on purpose and mean as themselves: no table row, and never remapped by meaning (a
+# visit is no home, a birthplace no address, a city one works in no employer)
+OPEN_RELATIONS = frozenset("""visited plans_to_visit born_in from grew_up_in lives_with works_in allergic_to afraid_of
+    studies learning teaches is_a is_an avoids collects runs has eats prefers wants attends attended moved_from
+    lives_near works_near teaches_at went_to visits""".split())
+# near a row's words, another meaning: the semantic fallback keeps a name whose nearest phrase is one of these
+NOT_THE_SAME = ("lives near", "moved from", "used to live in", "visited", "travelled to", "was born in", "grew up in",
+                "teaches at", "works near", "volunteers at", "rents", "stayed at", "misses", "met", "knows",
+                "used to work at", "used to like")
 
 _BY_NAME: dict[str, tuple[Relation, bool]] = {}
 for _r in RELATIONS:
@@ -264,9 +290,19 @@ def canonical_ending(e: ExtractedEnding, speakers: frozenset[str] = frozenset())
     return replace(e, relation=name, relations=others)
 
 
-def canonical_extraction(extraction: Extraction) -> Extraction:
-    """Every fact and ending of an extraction under the table's relations (see `canonical_fact`)."""
+# the semantic fallback: (relation, object type) -> the canonical relation it means, or None (relation_meaning.py)
+Meaning = Callable[[str, str], "str | None"]
+
+
+def _by_meaning(f: ExtractedFact, meaning: Meaning | None) -> ExtractedFact:
+    found = meaning(f.relation, f.object_type) if meaning is not None else None
+    return f if found is None else replace(f, relation=found)
+
+
+def canonical_extraction(extraction: Extraction, meaning: Meaning | None = None) -> Extraction:
+    """Every fact and ending of an extraction under the table's relations (see `canonical_fact`); a fact whose
+    relation the table does not know is read by `meaning`, when given, first."""
     speakers = _speakers(extraction)
-    facts = tuple(dict.fromkeys(canonical_fact(f, speakers) for f in extraction.facts))
+    facts = tuple(dict.fromkeys(canonical_fact(_by_meaning(f, meaning), speakers) for f in extraction.facts))
     endings = tuple(dict.fromkeys(canonical_ending(e, speakers) for e in extraction.endings))
     return replace(extraction, facts=facts, endings=endings)

@@ -4,6 +4,7 @@ backend it holds and a new backend needs no edit here."""
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import anyio.to_thread
@@ -11,11 +12,12 @@ import anyio.to_thread
 from mnemobus.kernel import extensions
 from mnemobus.shared.config import Settings
 from mnemobus.engine import MemoryEngine
-from mnemobus.engine.embed import Embedder
+from mnemobus.engine.embed import MODELS, CachedEmbedder, Embedder, LocalOnnxEmbedder
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.llm.embedder import OpenAIEmbedder
 from mnemobus.engine.llm.endpoint import EndpointError
 from mnemobus.engine.recipes import tuned
+from mnemobus.engine.relation_meaning import RelationMeaning
 from mnemobus.shared.metrics import LlmMetrics
 from mnemobus.store.contract import GraphStore
 
@@ -48,5 +50,26 @@ async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None)
     extractor = extensions.extractors()[settings.extraction.extractor](settings, ParsedExtractor(), metrics)
     store = build_store(settings, embedder.dim)
     await store.open()
+    meaning = relation_meaning(settings)
+    if meaning is not None:  # the model loads and the relations' phrases are embedded here, off the event loop
+        await anyio.to_thread.run_sync(meaning.warm)
     return MemoryEngine(store, extractor, embedder,
-                        recipes=tuned(settings.memory.recall.model_dump(exclude_unset=True)))
+                        recipes=tuned(settings.memory.recall.model_dump(exclude_unset=True)),
+                        meaning=meaning.nearest if meaning is not None else None)
+
+
+def relation_meaning(settings: Settings) -> RelationMeaning | None:
+    """The semantic fallback of relation mapping, on the local sentence model (the transformer itself: a relation
+    phrase is a few words, where the static table is weakest; each name is embedded once), unless turned off."""
+    threshold = settings.extraction.relation_threshold
+    if threshold is None:
+        return None
+    model = settings.memory.embedding.model
+    return shared_meaning(model if model in MODELS else next(iter(MODELS)), threshold)
+
+
+@functools.cache
+def shared_meaning(model: str, threshold: float) -> RelationMeaning:
+    """One per process and setting: every runtime a process opens (tests, a bench's services) shares the loaded
+    model and the embedded phrases instead of loading them again."""
+    return RelationMeaning(CachedEmbedder(LocalOnnxEmbedder(model)), threshold)

@@ -313,6 +313,9 @@ class ExtractionSettings(Section):
         default="offline", description="offline: rules, no network; llm: one call per episode to extraction.llm, "
         "falling back to offline per episode; or one an installed package registers (mnemobus_extractors hook)")
     llm: LlmSettings = Field(default_factory=LlmSettings)
+    relation_threshold: float | None = Field(
+        default=0.70, gt=0, le=1, description="a relation no table row names is read as the row nearest in meaning "
+        "(local sentence model) when the similarity reaches this; null turns the semantic fallback off")
 
     @model_validator(mode="after")
     def _llm_ready(self) -> ExtractionSettings:
