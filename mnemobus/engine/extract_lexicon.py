@@ -199,3 +199,8 @@ CONTACTS = {"number": "phone", "mobile": "phone", "phone": "phone", "email": "em
 MY_THINGS = {"employer": "works_at", "workplace": "works_at", "company": "works_at", "job": "works_as",
              "occupation": "works_as", "profession": "works_as", "phone": "uses_phone", "car": "owns_car",
              "diet": "diet", **{noun: f"uses_{kind}" for kind, (nouns, _) in USES_KINDS.items() for noun in nouns}}
+
+# the parser's lemma mistakes on verbs (en_core_web_sm: "hated" -> "hat", "rides" -> "rid", "swam" -> "swam"),
+# found by lemmatising verb forms in short sentences: word form -> the lemma, set on verbs only ("a hat" stays)
+LEMMA_FIXES = {"hated": "hate", "hates": "hate", "hating": "hate", "rides": "ride", "riding": "ride",
+               "swam": "swim", "dove": "dive", "forgot": "forget", "wove": "weave", "axed": "axe"}

@@ -1486,6 +1486,15 @@ _HABITS = {"smoking": "smokes", "smoke": "smokes", "drinking": "drinks", "drink"
            "vape": "smokes", "eating": "eats"}
 
 
+def fix_lemmas(doc: Doc) -> Doc:
+    """The parser's known lemma mistakes on verbs corrected (`extract_lexicon.LEMMA_FIXES`), so every rule reading a
+    lemma reads "hated" as "hate", not "hat"."""
+    for tok in doc:
+        if tok.pos_ in ("VERB", "AUX") and (fixed := lex.LEMMA_FIXES.get(tok.lower_)) is not None:
+            tok.lemma_ = fixed
+    return doc
+
+
 def _medicine(tok: Token) -> bool:
     """A medicine by its name's ending (the international nonproprietary stems) or a word for one."""
     word = tok.lemma_.lower()
@@ -1649,7 +1658,7 @@ class ParsedExtractor:
                 slots = [i for i, n in enumerate(named) if n is want]
                 texts = (lines[i][2] for i in slots)
                 for i, doc in zip(slots, nlp.pipe(texts, batch_size=self.batch_size, disable=disable), strict=True):
-                    docs[i] = doc
+                    docs[i] = fix_lemmas(doc)
         per: list[list[tuple[Speaker, str, Doc]]] = [[] for _ in episodes]
         for (i, s, text), doc in zip(lines, docs, strict=True):
             assert doc is not None  # every slot is in one of the two runs

@@ -345,3 +345,12 @@ def test_no_longer_engaged_to_someone_ends_the_engagement() -> None:
 def test_not_at_a_firm_any_more_ends_the_job_there_and_not_today_ends_nothing() -> None:
     assert [(e.relation, e.object) for e in read("I'm not at Arup anymore.").endings] == [("works_at", "Arup")]
     assert read("I'm not at Arup today.").endings == ()
+
+
+def test_a_verb_the_parser_lemmatises_wrongly_is_read_by_its_true_lemma() -> None:
+    assert ("Rosa", "dislikes", "commute") in triples("I really hate my commute, and I hated it last winter too.") \
+        and ("Rosa", "dislikes", "album") in triples("I hated that new album.")
+
+
+def test_a_verb_named_as_the_relation_takes_its_true_lemma() -> None:
+    assert {rel for _, rel, _ in triples("My brother rides horses.")} == {"rides"}
