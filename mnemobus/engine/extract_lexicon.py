@@ -124,7 +124,7 @@ year month week day summer winter spring autumn january february march april may
 yesterday""".split())
 
 # "I'm at PwC now": words that make "at" where someone is these days, not where they are this minute
-PRESENT_WORDS = frozenset({"now", "nowadays", "days", "currently"})
+PRESENT_WORDS = frozenset({"now", "nowadays", "days", "currently", "still"})  # "still" goes on holding now
 
 # what someone is "on" when it is a medicine: the common international nonproprietary name stems, and words for one
 MEDICINE_STEMS = ("pine", "olol", "pril", "sartan", "statin", "statins", "formin", "prazole", "cillin", "mycin",
@@ -204,3 +204,7 @@ MY_THINGS = {"employer": "works_at", "workplace": "works_at", "company": "works_
 # found by lemmatising verb forms in short sentences: word form -> the lemma, set on verbs only ("a hat" stays)
 LEMMA_FIXES = {"hated": "hate", "hates": "hate", "hating": "hate", "rides": "ride", "riding": "ride",
                "swam": "swim", "dove": "dive", "forgot": "forget", "wove": "weave", "axed": "axe"}
+
+# the first words of a sentence said with its "I'm" dropped: "No longer vegetarian.", "Still at Arup.", "Not
+# vegan any more.", "At Deloitte now.", "Off the statins." (engine/extract_parse.fragment)
+FRAGMENT_OPENERS = frozenset("no not still now at in off back".split())

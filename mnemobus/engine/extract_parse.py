@@ -508,8 +508,10 @@ class _Reader:
                     self.add(self.me, relation, obj, self.when(tok, False), conf)
                 continue
             aux_be = next((c for c in tok.children if c.dep_ in ("aux", "auxpass") and c.lemma_.lower() == "be"), None)
-            if tok.pos_ == "ADJ" and tok.dep_ == "ROOT" and aux_be is not None and (subj := subj or next(
-                    (c for c in aux_be.children if c.dep_ == "nsubj"), None)) is not None:
+            state_verb = tok.pos_ == "VERB" and tok.lower_ in lex.STATES  # "I'm not vegan any more": a passive
+            if (tok.pos_ == "ADJ" or state_verb) and tok.dep_ == "ROOT" and aux_be is not None and (
+                    subj := subj or next((c for c in [*aux_be.children, *tok.children]
+                                          if c.dep_ in ("nsubj", "nsubjpass")), None)) is not None:
                 # "I'm not vegetarian any more": the adjective parsed as the root
                 if (subject := self.name(subj)) is not None and self.about_someone(subj, subject):
                     self.copula_part(tok, subj, subject, tok, self.negated(tok), self.no_longer(tok),
@@ -1609,6 +1611,42 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
     return Extraction(entities_of(unique, ends, list(speakers.values()), aliases), unique, ends)
 
 
+def fragment(sent: Span) -> bool:
+    """A sentence said with its "I'm" dropped: no verb at its root, no subject, a state or a place in its first
+    words ("No longer vegetarian.", "Still at Arup.", "Vegan now.", "Single again."), not a question."""
+    root = sent.root
+    verb = root.pos_ in ("VERB", "AUX") and root.lower_ not in lex.STATES  # "Not vegetarian any more": a state
+    # the parser took for a verb
+    if verb or sent.text.rstrip().endswith("?") or any(
+            c.dep_ in ("nsubj", "nsubjpass", "expl", "csubj") for c in root.children):
+        return False
+    words = [t for t in sent if not t.is_punct]
+    if not words:
+        return False
+    first = words[0].lower_
+    return first in lex.FRAGMENT_OPENERS or (first in lex.STATES and len(words) <= 4)
+
+
+def restore_fragments(nlp: Language, lines: list[tuple[int, Speaker, str]], docs: list[Doc | None], batch_size: int
+                      ) -> tuple[list[tuple[int, Speaker, str]], list[Doc | None]]:
+    """Lines holding a fragment (`fragment`) said again with the dropped "I'm" and parsed again: the rules then read
+    them as they read the full sentence. Fragments are rare, so the second parse costs little."""
+    again: dict[int, str] = {}
+    for n, doc in enumerate(docs):
+        if doc is None or not any(fragment(s) for s in doc.sents):
+            continue
+        again[n] = " ".join(
+            f"I'm {s[0].text if s[0].pos_ == 'PROPN' else s[0].lower_}{s[0].whitespace_}{s[1:].text}"
+            if fragment(s) else s.text for s in doc.sents)
+    if not again:
+        return lines, docs
+    lines, docs = list(lines), list(docs)
+    for n, doc in zip(again, nlp.pipe(again.values(), batch_size=batch_size), strict=True):
+        lines[n] = (lines[n][0], lines[n][1], again[n])
+        docs[n] = fix_lemmas(doc)
+    return lines, docs
+
+
 def needs_entities(text: str) -> bool:
     """May the entity recogniser find something in this line? Only where a word has a capital or a digit, "I"
     and a capitalised function word ("My", "We", "Just": spaCy's stop words) aside: in lowercase talk ("I use
@@ -1659,6 +1697,7 @@ class ParsedExtractor:
                 texts = (lines[i][2] for i in slots)
                 for i, doc in zip(slots, nlp.pipe(texts, batch_size=self.batch_size, disable=disable), strict=True):
                     docs[i] = fix_lemmas(doc)
+            lines, docs = restore_fragments(nlp, lines, docs, self.batch_size)
         per: list[list[tuple[Speaker, str, Doc]]] = [[] for _ in episodes]
         for (i, s, text), doc in zip(lines, docs, strict=True):
             assert doc is not None  # every slot is in one of the two runs

@@ -354,3 +354,16 @@ def test_a_verb_the_parser_lemmatises_wrongly_is_read_by_its_true_lemma() -> Non
 
 def test_a_verb_named_as_the_relation_takes_its_true_lemma() -> None:
     assert {rel for _, rel, _ in triples("My brother rides horses.")} == {"rides"}
+
+
+def test_a_state_the_parser_takes_for_a_passive_verb_is_still_denied() -> None:
+    assert [(e.relation, e.object) for e in read("I'm not vegan any more.").endings] == [("is", "vegan")]
+
+
+def test_a_dropped_im_before_a_state_is_restored() -> None:
+    assert [(e.relation, e.object) for e in read("No longer vegetarian, since you ask.").endings] == [
+        ("is", "vegetarian")]
+
+
+def test_a_fragment_that_is_only_talk_states_nothing() -> None:
+    assert read("Not bad. Still raining here. No idea.").statements == 0
