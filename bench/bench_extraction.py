@@ -176,8 +176,11 @@ def blind_files() -> list[Path]:
     return sorted(folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-async def blind_figures(root: Path) -> dict[str, Any]:
-    """Each blind file end to end through POST /messages (bench/extraction_blind.py), as `blind_<file>_<figure>`."""
+async def blind_figures(root: Path, sections: dict[str, Any] | None = None,
+                        ready: Callable[[Any], None] | None = None, stride: int = 1) -> dict[str, Any]:
+    """Each blind file end to end through POST /messages (bench/extraction_blind.py), as `blind_<file>_<figure>`;
+    `sections` add config (another extractor), `ready(service)` runs once the service is up, `stride` samples
+    every n-th item of each file."""
     files = blind_files()
     if not files:
         return {}
@@ -187,9 +190,11 @@ async def blind_figures(root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     tallies = []
     (root / "blind").mkdir(exist_ok=True)
-    async with Service(root / "blind", {}) as svc:
+    async with Service(root / "blind", {}, sections) as svc:
+        if ready is not None:
+            ready(svc)
         for path in files:
-            items, tally = await tally_file(svc, path)
+            items, tally = await tally_file(svc, path, stride)
             tallies.append((path, items, tally))
             for key, value in {"items": items, **tally.figures()}.items():
                 out[f"blind_{path.stem}_{key}"] = value

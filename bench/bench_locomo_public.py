@@ -119,8 +119,9 @@ def score(conv: dict, retrieved: Sequence[Sequence[str]], k: int = K) -> dict[st
 class Service:
     """The memory service of `mnemobus run` (bus, worker, API) in this process, on one store file."""
 
-    def __init__(self, root: Path, tuning: Mapping[str, float]) -> None:
+    def __init__(self, root: Path, tuning: Mapping[str, float], sections: Mapping[str, Any] | None = None) -> None:
         self.root, self.tuning = root, dict(tuning)
+        self.sections = dict(sections or {})  # more config sections (bench_extraction_llm: `extraction`)
 
     async def __aenter__(self) -> "Service":
         from mnemobus.api.service import EXTRA_URL, run_api
@@ -133,7 +134,7 @@ class Service:
             store={"backend": "sqlite", "sqlite_path": self.root / "locomo.sqlite3"},
             memory={"outbox_path": self.root / "outbox.sqlite3", "recall": self.tuning,
                     "embedding": {"cache_dir": Path("data/embeddings")}},
-            metrics={"port": 0}, identity={"users_file": self.root / "users.yaml"},
+            metrics={"port": 0}, identity={"users_file": self.root / "users.yaml"}, **self.sections,
         )
         (self.root / "users.yaml").write_text("users: []\n")
         self._stack = stack = contextlib.AsyncExitStack()

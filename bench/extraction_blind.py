@@ -88,9 +88,10 @@ def pooled_changes(tallies: list[tuple[Path, int, Tally]]) -> dict[str, float | 
     return {"files": len(mine), "items": sum(n for path, n, _ in tallies if is_changes(path)), **figures}
 
 
-async def tally_file(svc: Any, path: Path) -> tuple[int, Tally]:
-    """One labelled file end to end: how many items, and their counts."""
-    items = load_items(path)
+async def tally_file(svc: Any, path: Path, stride: int = 1) -> tuple[int, Tally]:
+    """One labelled file end to end (every `stride`-th item: a sample for a slow extractor): how many items, and
+    their counts."""
+    items = load_items(path)[::stride]
     store = svc.rt.engine.store
     groups = {item.id: group_of(path.stem, item) for item in items}
     await post_all(svc, [(groups[i.id], messages(i.before, i.before_at or i.at - timedelta(days=1), f"b{i.id}"))

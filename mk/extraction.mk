@@ -5,3 +5,11 @@ BENCHES += bench-extraction
 
 bench-extraction: $(STAMP)
 	$(if $(wildcard .venv/bin/python),.venv/bin/python,python3) bench/bench_extraction.py
+
+# Issue 35: the blind set through the LLM extractor on the local model server (the only model here), aggregate only.
+#   make bench-extraction-llm   facts and endings of SmolLM2-135M through POST /messages, no offline fallback
+.PHONY: bench-extraction-llm
+BENCHES += bench-extraction-llm
+
+bench-extraction-llm: $(STAMP) llama-server
+	$(if $(wildcard .venv/bin/python),.venv/bin/python,python3) bench/bench_extraction_llm.py
