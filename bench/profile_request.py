@@ -88,7 +88,7 @@ async def profile_recall(n: int) -> dict[str, float]:
 
 STORE_STEPS = ("search_facts_text", "search_facts_vector", "search_entities_text", "search_entities_vector",
                "search_episodes_text", "search_episodes_vector", "walk", "fact_standings", "get_episodes",
-               "episode_context", "get_facts", "mark_retrieved")
+               "episode_context", "get_facts", "mark_retrieved", "promoted_in_recall")
 
 
 def _timed(spent: dict[str, float], name: str, fn):  # type: ignore[no-untyped-def]
@@ -122,7 +122,7 @@ async def breakdown(n: int) -> dict[str, float]:
     from mnemobus.bus.endpoint import parse_message
     from mnemobus.shared.config import load_settings
     from mnemobus.kernel.backends import open_engine
-    from mnemobus.engine.render import render_context
+    from mnemobus.engine.promoted import render_with_promoted
     from mnemobus.shared.envelope import EnrichedRequest, EpisodeMessage, MemoryContext, SkillRequest
     from mnemobus.shared.identity import IdentityRegistry
     from mnemobus.shared.limits import query_tail
@@ -157,10 +157,12 @@ async def breakdown(n: int) -> dict[str, float]:
             who = step("identity", identity.resolve, req.source.platform, req.source.user_id,
                        req.payload.meta.agent_id, req.payload.meta.system_actor)
             query = RecallQuery(text=query_tail(req.payload.content), group_ids=who.read_groups,
-                                max_facts=cfg.max_facts, max_episodes=cfg.max_episodes)
+                                max_facts=cfg.max_facts, max_episodes=cfg.max_episodes,
+                                promoted=settings.promotion.max_items, sessions=(req.source.channel_id,))
             result = await _timed(spent, "recall_total", engine.recall)(query)
             merged = step("top_k", result.top, cfg.max_items)
-            block = step("render", render_context, merged, cfg.context_budget_chars)
+            block = step("render", render_with_promoted, merged, merged.promoted, cfg.context_budget_chars,
+                         settings.promotion.budget_share)
             memory = MemoryContext(groups=list(who.read_groups), block=block, facts=len(merged.facts),
                                    episodes=len(merged.episodes), status="enriched" if block else "empty")
 

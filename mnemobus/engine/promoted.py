@@ -23,13 +23,17 @@ def promoted_line(m: Promoted) -> str:
     return f"{m.kind}: {neutralise(m.text)}"
 
 
-async def promoted_for(store: object, groups: Sequence[GroupId], sessions: Sequence[str | None],
-                       limit: int) -> list[Promoted]:
-    """The promoted memories the groups hold for this conversation, newest first, one of each text."""
+async def promoted_for(store: object, groups: Sequence[GroupId], sessions: Sequence[str | None] | None,
+                       limit: int, *, recall_since: float | None = None) -> list[Promoted]:
+    """The promoted memories the groups hold for this conversation, newest first, one of each text.
+
+    `recall_since`: asked from inside a recall that started then (`time.monotonic()`), whose reads already told
+    the store which groups hold none (`Lifecycle.promoted_in_recall`)."""
     if not isinstance(store, Lifecycle) or limit <= 0:
         return []
     # one read for every group: one read a group cost 0.76 ms a request on SQLite (three thread hops)
-    found = await store.promoted_of(groups, sessions)
+    found = await (store.promoted_of(groups, sessions) if recall_since is None
+                   else store.promoted_in_recall(groups, sessions, recall_since))
     found.sort(key=lambda m: (m.created_at, m.id), reverse=True)
     seen: set[str] = set()
     out: list[Promoted] = []

@@ -13,6 +13,7 @@ the few returned, after the merge.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ import numpy as np
 
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.graph_recall import Activated, graph_rankings
+from mnemobus.engine.promoted import promoted_for
 from mnemobus.engine.recipes import RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import fact_weight, forgotten, rrf
 from mnemobus.engine.text import query_terms
@@ -29,6 +31,7 @@ from mnemobus.shared.errors import InvalidMessage
 from mnemobus.shared.groups import GroupId, InvalidGroupId, validate_group_id
 from mnemobus.shared.limits import MAX_QUERY_CHARS
 from mnemobus.store.contract import GraphStore, Hit, Standing, StoreReads
+from mnemobus.store.lifecycle import Promoted
 from mnemobus.store.model import Fact, Neighbour, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 
 MAX_GROUPS = 64
@@ -198,6 +201,7 @@ def _dedupe(items: list, key, group_rank, score, ident, limit: int) -> list:  # 
 
 async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuery,
                  recipes: Mapping[str, Recipe] = RECIPES) -> RecallResult:
+    started = time.monotonic()
     recipe = recipe_named(query.recipe, recipes)
     groups = checked_groups(query.group_ids)
     if len(query.text) > MAX_QUERY_CHARS:
@@ -209,8 +213,9 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
     wants_vector = embedder is not None and query.text.strip() and (
         "vector" in recipe.fact_methods or "vector" in recipe.episode_methods or "graph" in recipe.fact_methods
     )
-    if not groups or (not terms and not wants_vector):
-        return RecallResult(groups=groups)
+    if not groups or (not terms and not wants_vector):  # nothing to search; what was promoted is still shown
+        return RecallResult(groups=groups, promoted=tuple(await promoted_for(store, groups, query.sessions,
+                                                                             query.promoted)))
 
     def embedded() -> np.ndarray | None:
         return embedder.embed([query.text])[0] if wants_vector else None  # type: ignore[union-attr]
@@ -231,8 +236,11 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
         for facts, episodes in per_group:
             found_facts.extend(facts)
             scored_episodes.extend(episodes)
+        # after the searches: their reads told the store which groups hold a promoted memory (issue 36)
+        promoted.extend(await promoted_for(view, groups, query.sessions, query.promoted, recall_since=started))
         return await whole_facts(view, chosen())
 
+    promoted: list[Promoted] = []
     facts = await store.run_reads(search_all, embedded)
     episodes = tuple(_dedupe(scored_episodes, lambda se: se.episode.content.casefold(),
                              lambda se: order[se.episode.group_id], lambda se: se.score, lambda se: se.episode.id,
@@ -242,4 +250,4 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
         by_group.setdefault(sf.fact.group_id, []).append(sf.fact.id)
     for group, ids in by_group.items():
         await store.mark_retrieved(group, ids)
-    return RecallResult(facts=tuple(facts), episodes=episodes, groups=groups)
+    return RecallResult(facts=tuple(facts), episodes=episodes, groups=groups, promoted=tuple(promoted))

@@ -112,6 +112,11 @@ class PromotedReads:
     async def promoted(self, group_id: GroupId, sessions: Sequence[str | None] | None = None) -> list[Promoted]:
         return await self.promoted_of([group_id], sessions)
 
+    async def promoted_in_recall(self, group_ids: Sequence[GroupId], sessions: Sequence[str | None] | None,
+                                 since: float) -> list[Promoted]:
+        """`promoted_of` from inside a recall's `run_reads`; a backend that knows which groups hold none skips them."""
+        return await self.promoted_of(group_ids, sessions)
+
 
 @runtime_checkable
 class Lifecycle(Protocol):
@@ -145,6 +150,12 @@ class Lifecycle(Protocol):
     async def promoted_of(self, group_ids: Sequence[GroupId],
                           sessions: Sequence[str | None] | None = None) -> list[Promoted]:
         """`promoted` for several groups in one read (recall asks on every request), oldest first."""
+
+    async def promoted_in_recall(self, group_ids: Sequence[GroupId], sessions: Sequence[str | None] | None,
+                                 since: float) -> list[Promoted]:
+        """`promoted_of` as a recall asks it, inside its `run_reads`: a group whose state, as the backend read it at
+        or after `since` (`time.monotonic()` when the recall started), held no promoted memory is skipped without
+        a read (most groups hold none). A promotion or delete committed before the recall started is seen."""
 
     async def delete_promoted(self, group_id: GroupId, memory_id: str) -> bool:
         """Remove one promoted memory; False when the group holds none with that id."""

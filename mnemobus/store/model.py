@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 
 from mnemobus.shared.groups import GroupId
+from mnemobus.store.lifecycle import Promoted
 
 Vector = np.ndarray  # float32, shape (dim,), unit length
 EdgeType = Literal["causal", "temporal", "semantic", "co-occurrence", "hierarchical"]
@@ -96,6 +97,9 @@ class RecallQuery:
     max_facts: int = 10
     max_episodes: int = 3
     recipe: str = "hybrid"
+    # the promoted memories of the groups, at most this many, read in the recall's own reads (issue 36); 0: none
+    promoted: int = 0
+    sessions: tuple[str | None, ...] | None = None  # the conversations whose session-scoped memories it sees
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +132,7 @@ class RecallResult:
     facts: tuple[ScoredFact, ...] = ()
     episodes: tuple[ScoredEpisode, ...] = ()
     groups: tuple[GroupId, ...] = field(default=())
+    promoted: tuple[Promoted, ...] = ()  # newest first, when the query asked for them
 
     @property
     def empty(self) -> bool:
@@ -146,7 +151,8 @@ class RecallResult:
         """The best `limit` items of the one ranking, facts and messages kept apart as before."""
         best = self.ranked(limit)
         return RecallResult(facts=tuple(i for i in best if isinstance(i, ScoredFact)),
-                            episodes=tuple(i for i in best if isinstance(i, ScoredEpisode)), groups=self.groups)
+                            episodes=tuple(i for i in best if isinstance(i, ScoredEpisode)), groups=self.groups,
+                            promoted=self.promoted)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from mnemobus.engine.promoted import promoted_for, render_with_promoted
-from mnemobus.store.lifecycle import Promoted
+from mnemobus.engine.promoted import render_with_promoted
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.limits import query_tail
 from mnemobus.shared.envelope import MemoryContext
@@ -62,7 +61,6 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
         ctx.metrics.fail_open.labels(reason="recall_budget").inc()
         return MemoryContext(groups=list(groups), status="overloaded")
     result: RecallResult | None = None
-    promoted: list[Promoted] = []
     failures: list[str] = []
     refused: str | None = None
     started = time.perf_counter()
@@ -77,10 +75,10 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
             got_slot = True
             ran = time.perf_counter()
             try:
+                # what the user promoted comes with every recall, in its reads, under the same deadline (issue 39)
                 result = await engine.recall(
-                    RecallQuery(text=query_tail(text), group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes))
-                # what the user promoted comes with every recall, under the same deadline (issue 39)
-                promoted = await promoted_for(engine.store, groups, sessions, ctx.settings.promotion.max_items)
+                    RecallQuery(text=query_tail(text), group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes,
+                                promoted=ctx.settings.promotion.max_items, sessions=sessions))
             except InvalidMessage as exc:  # the request's fault, not the store's: the breaker is left alone
                 refused = f"{exc.reason}: {exc.detail}"
             except Exception as exc:  # fail open: the agent still gets its request
@@ -110,7 +108,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
         guards.log.warning("error", "recall failed, forwarding unenriched: %s", "; ".join(failures)[:500])
         return MemoryContext(groups=list(groups), status="error", latency_ms=latency_ms)
     merged = (result if result is not None else RecallResult(groups=groups)).top(cfg.max_items)
-    block = render_with_promoted(merged, promoted, cfg.context_budget_chars, ctx.settings.promotion.budget_share)
+    block = render_with_promoted(merged, merged.promoted, cfg.context_budget_chars, ctx.settings.promotion.budget_share)
     return MemoryContext(
         groups=list(groups), block=block, facts=len(merged.facts), episodes=len(merged.episodes),
         status="enriched" if block else "empty", latency_ms=latency_ms,

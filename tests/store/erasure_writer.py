@@ -19,6 +19,7 @@ from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.extract import ExtractedEntity, Extraction
 from mnemobus.engine.ingest import Ingestor
 from mnemobus.shared.groups import GroupId
+from second_process import store_at  # same folder: the script's own directory is on sys.path
 from mnemobus.store.model import Episode, episode_id_for
 
 
@@ -39,14 +40,7 @@ class WaitingExtractor:
 
 
 async def main(backend: str, where: str, group: str, msg: str, rendezvous: Path) -> None:
-    if backend == "sqlite":
-        from mnemobus.store.sqlite import SqliteStore
-
-        store = SqliteStore(Path(where))
-    else:
-        from mnemobus.store.neo4j import Neo4jStore
-
-        store = Neo4jStore(where, ensure_schema=False)
+    store = store_at(backend, where)
     await store.open()
     try:
         now = datetime.now(UTC)

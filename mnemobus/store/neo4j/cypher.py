@@ -90,7 +90,10 @@ def projection(var: str, props: Sequence[str]) -> str:
     return var + " {" + ", ".join(parts) + "}"
 
 
-VERSION_QUERY = "OPTIONAL MATCH (gv:GroupVersion {group_id: $g}) RETURN gv.epoch AS e, coalesce(gv.v, 0) AS v"
+# p: whether the group holds a promoted memory (one seek of mb_promoted_group), so a recall that has just read the
+# version need not ask for the promoted memories of the many groups that hold none (Neo4jLifecycle.promoted_in_recall)
+VERSION_QUERY = ("OPTIONAL MATCH (gv:GroupVersion {group_id: $g}) RETURN gv.epoch AS e, coalesce(gv.v, 0) AS v, "
+                 "EXISTS { MATCH (n:Promoted {group_id: $g}) } AS p")
 # a change mirrors cannot follow row by row (rows deleted): a new epoch makes them reload the group
 NEW_EPOCH = (
     "MERGE (gv:GroupVersion {group_id: $g}) ON CREATE SET gv.v = 0 "

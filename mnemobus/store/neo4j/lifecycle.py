@@ -171,8 +171,26 @@ class Neo4jLifecycle(PromotedReads):
             self._mark_written([group_id])
         return changed
 
+    _promoted_marks: dict[str, tuple[bool, float]]
+
+    def _promoted_seen(self, group_id: str, held: bool, asked: float) -> None:
+        """A version read asked at `asked` (monotonic) found the group holding a promoted memory or not."""
+        marks = self._promoted_marks
+        if group_id not in marks or marks[group_id][1] <= asked:
+            marks[group_id] = (held, asked)
+
+    async def promoted_in_recall(self, group_ids: Sequence[GroupId], sessions: Sequence[str | None] | None,
+                                 since: float) -> list[Promoted]:
+        """A group whose version, read for this recall's searches (asked at or after `since`), came with no
+        promoted memory is skipped: the version read asks for both in one seek each (VERSION_QUERY). A group not
+        mirrored has no version read and is read as before."""
+        marks = self._promoted_marks
+        held = [g for g in dict.fromkeys(group_ids) if not ((m := marks.get(g)) and not m[0] and m[1] >= since)]
+        return await self.promoted_of(held, sessions) if held else []
+
     async def add_promoted(self, memory: Promoted) -> None:
         m = memory
+        self._promoted_marks.pop(m.group_id, None)
         await self._write(lambda tx: run_rows(
             tx, "MERGE (n:Promoted {id: $id}) ON CREATE SET n.group_id = $g, n.kind = $kind, n.scope = $scope, "
                 "n.text = $text, n.author = $author, n.created_at = $at, n.session = $session",
@@ -189,6 +207,7 @@ class Neo4jLifecycle(PromotedReads):
         return in_sessions([_promoted_of(r) for r in rows], sessions)
 
     async def delete_promoted(self, group_id: GroupId, memory_id: str) -> bool:
+        self._promoted_marks.pop(group_id, None)
         rows = await self._write(lambda tx: run_rows(
             tx, "MATCH (n:Promoted {id: $id, group_id: $g}) DELETE n RETURN count(*) AS c", {"id": memory_id, "g": group_id}))
         return bool(rows and rows[0]["c"])

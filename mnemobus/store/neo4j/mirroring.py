@@ -36,10 +36,11 @@ class Mirroring:
         """
         shared = self._version_reads.get(group_id) if self.coalesce_reads else None
         if shared is None:
-            shared = (self._enqueue(VERSION_QUERY, ("e", "v"), 0, {"g": group_id}), time.monotonic())
+            shared = (self._enqueue(VERSION_QUERY, ("e", "v", "p"), 0, {"g": group_id}), time.monotonic())
             if self.coalesce_reads:
                 self._version_reads[group_id] = shared
         rows = await asyncio.shield(shared[0])
+        self._promoted_seen(group_id, bool(rows[0]["p"]), shared[1])
         return rows[0]["e"], int(rows[0]["v"]), shared[1]
 
     async def _mirror(self, group_id: str, *, confirm: bool, load: bool = True,

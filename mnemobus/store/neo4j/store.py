@@ -88,6 +88,7 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         self._mirror_loads: dict[str, asyncio.Task[GroupMirror | None]] = {}
         self._catching_up: dict[str, asyncio.Lock] = {}
         self._too_big: dict[str, float] = {}  # group -> monotonic time until which it is not mirrored
+        self._promoted_marks: dict[str, tuple[bool, float]] = {}  # group -> (holds promoted, asked at), see lifecycle
 
     @classmethod
     def from_settings(cls, settings: Any, *, dim: int = EMBEDDING_DIM, vector_cache_mb: int | None = 512) -> Neo4jStore:

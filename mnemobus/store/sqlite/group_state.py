@@ -8,6 +8,11 @@ usually holds nothing). Inside `run_reads` one read transaction serves the
 whole recall, so the answers cannot change during it: they are read once per
 group and run (`SqliteStore._state`), and an empty group costs that one
 statement and no other.
+
+The same statement counts the group's promoted memories (an index seek): most groups hold none, and the read
+of them that every enriched request made (a thread hop and a statement) is skipped for those. The count is
+read from the file in the recall's own snapshot, so a promotion or a delete by any process is seen by the next
+recall, with no mark to keep in step.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from dataclasses import dataclass
 STATE = (
     "SELECT (SELECT epoch FROM group_versions WHERE group_id = :g), (SELECT ver FROM group_versions WHERE group_id = :g),"
     " (SELECT max(rowid) FROM facts WHERE group_id = :g), (SELECT max(rowid) FROM entities WHERE group_id = :g),"
-    " (SELECT max(rowid) FROM episodes WHERE group_id = :g)"
+    " (SELECT max(rowid) FROM episodes WHERE group_id = :g),"
+    " (SELECT count(*) FROM promoted WHERE group_id = :g)"
 )
 
 
@@ -30,11 +36,13 @@ class GroupState:
     epoch: int
     version: int
     newest: dict[str, int | None]  # table -> max(rowid) of the group's rows; None: the group has none there
+    promoted: int = 0  # the group's promoted memories
 
     def has_rows(self, table: str) -> bool:
         return self.newest[table] is not None
 
 
 def read_state(c: sqlite3.Connection, group_id: str) -> GroupState:
-    epoch, version, facts, entities, episodes = c.execute(STATE, {"g": group_id}).fetchone()
-    return GroupState(epoch or 0, version or 0, {"facts": facts, "entities": entities, "episodes": episodes})
+    epoch, version, facts, entities, episodes, promoted = c.execute(STATE, {"g": group_id}).fetchone()
+    return GroupState(epoch or 0, version or 0, {"facts": facts, "entities": entities, "episodes": episodes},
+                      promoted)

@@ -9,6 +9,7 @@ what a real run would remove. The fact graphs follow by themselves: the delete t
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,6 +20,7 @@ from mnemobus.shared.groups import GroupId
 from mnemobus.store.fact_graph import utc_from_seconds
 from mnemobus.store.lifecycle import (Eviction, Promoted, PromotedReads, RetentionPolicy, evict_in_chunks,
                                       in_sessions)
+from mnemobus.store.sqlite.group_state import GroupState
 from mnemobus.store.sqlite.rows import to_seconds
 from mnemobus.store.sqlite.tx import immediate
 from mnemobus.store.sqlite.writes import drop_facts
@@ -118,8 +120,10 @@ class SqliteLifecycle(PromotedReads):
 
     vectors: Any
     _write_lock: anyio.Lock
+    _local: threading.local
 
     if TYPE_CHECKING:  # provided by SqliteStore
+        def _state(self, c: sqlite3.Connection, group_id: str) -> GroupState | None: ...
         async def _run(self, fn: Callable[[], T]) -> T: ...
         async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
         def _writer_conn(self) -> sqlite3.Connection: ...
@@ -210,6 +214,16 @@ class SqliteLifecycle(PromotedReads):
             return in_sessions([_promoted_of(r) for r in rows], sessions)
 
         return await self._read(q)
+
+    async def promoted_in_recall(self, group_ids: Sequence[GroupId], sessions: Sequence[str | None] | None,
+                                 since: float) -> list[Promoted]:
+        """Inside `run_reads` each group's count comes with its state (`group_state.py`), read in the recall's own
+        snapshot (so `since` needs no check): a group with none costs nothing more, and the read needs no hop."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:  # not inside run_reads: no snapshot's states to go by
+            return await self.promoted_of(group_ids, sessions)
+        held = [g for g in dict.fromkeys(group_ids) if (st := self._state(conn, g)) is None or st.promoted]
+        return await self.promoted_of(held, sessions) if held else []
 
     async def delete_promoted(self, group_id: GroupId, memory_id: str) -> bool:
         return bool(await self._write_lifecycle(lambda c: c.execute(
