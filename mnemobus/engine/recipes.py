@@ -73,8 +73,11 @@ RECIPES: dict[str, Recipe] = {
 
 
 def tuned(tuning: Mapping[str, Any]) -> dict[str, Recipe]:
-    """Every recipe with the configured weights (memory.recall); the methods stay each recipe's own."""
-    return {name: replace(r, **tuning) for name, r in RECIPES.items()}
+    """Every recipe with the configured weights (memory.recall); the methods stay each recipe's own. A key given
+    as null (`rrf_k: null`, or a Settings dumped and validated again, which marks every key set) keeps the
+    recipe's value: None is no weight, and recall failed on it."""
+    given = {key: value for key, value in tuning.items() if value is not None}
+    return {name: replace(r, **given) for name, r in RECIPES.items()}
 
 
 def recipe_named(name: str, recipes: Mapping[str, Recipe] = RECIPES) -> Recipe:

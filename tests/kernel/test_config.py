@@ -123,6 +123,15 @@ def test_recall_tuning_overrides_only_the_keys_set_and_keeps_each_recipes_method
     assert recipes["text"].fact_methods == ("text",)
 
 
+def test_a_recall_key_given_as_null_keeps_the_recipes_value(tmp_path) -> None:
+    from mnemobus.engine.recipes import RECIPES, tuned
+
+    path = tmp_path / "mnemobus.yaml"
+    path.write_text("memory:\n  recall:\n    candidates: null\n    rrf_k: 4\n")
+    recipes = tuned(load_settings(path).memory.recall.model_dump(exclude_unset=True))
+    assert (recipes["hybrid"].candidates, recipes["hybrid"].rrf_k) == (RECIPES["hybrid"].candidates, 4)
+
+
 def test_an_out_of_range_recall_weight_is_refused_naming_the_field(tmp_path) -> None:
     path = tmp_path / "mnemobus.yaml"
     path.write_text("memory:\n  recall:\n    age_floor: 1.5\n")

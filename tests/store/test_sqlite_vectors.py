@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 from mnemobus.store.sqlite.vectors import VectorCache
 
 DIM = 32
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _clustered(n: int, seed: int = 3) -> np.ndarray:
@@ -74,3 +77,39 @@ def test_small_groups_are_never_indexed(tmp_path: Path) -> None:
     cache = VectorCache(DIM, 1 << 30, ann_min_rows=1000, background=False)
     assert cache.search(conn, "facts", "g", rows[3], 1)[0][0] == "f3"
     assert cache._mats[("facts", "g")].ann is None
+
+
+def test_a_process_that_exits_while_an_index_builds_waits_for_the_build(tmp_path: Path) -> None:
+    """A build thread torn down with the interpreter died in numpy (SIGSEGV, rc 139, after the work was done):
+    exit waits for the build, so none is running when the interpreter finalises (atexit runs after the wait)."""
+    script = tmp_path / "exit_mid_build.py"
+    script.write_text(
+        "import atexit, sqlite3, numpy as np\n"
+        "from mnemobus.store.sqlite.vectors import VectorCache\n"
+        "rows = np.random.default_rng(0).standard_normal((40000, 128)).astype(np.float32)\n"
+        f"conn = sqlite3.connect({str(tmp_path / 'v.db')!r})\n"
+        "conn.execute('CREATE TABLE facts(id TEXT PRIMARY KEY, group_id TEXT, embedding BLOB)')\n"
+        "conn.executemany('INSERT INTO facts VALUES (?,?,?)', [(f'f{i}', 'g', r.tobytes()) for i, r in enumerate(rows)])\n"
+        "cache = VectorCache(128, 1 << 30, ann_min_rows=1000)\n"
+        "cache.search(conn, 'facts', 'g', rows[0], 1)\n"
+        "assert any(t.is_alive() for t in cache._builders)\n"
+        "atexit.register(lambda: print('building at exit:', any(t.is_alive() for t in cache._builders)))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "building at exit: False"
+
+
+@pytest.mark.anyio
+async def test_closing_the_store_waits_for_its_index_builds(tmp_path: Path) -> None:
+    from mnemobus.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "m.sqlite3", dim=DIM)
+    await store.open()
+    rows = _clustered(2000)
+    store.vectors.ann_min_rows = 1000
+    conn = _db(tmp_path / "v.db", rows)
+    store.vectors.search(conn, "facts", "g", rows[0], 1)
+    building = list(store.vectors._builders)
+    await store.close()
+    assert building and not any(t.is_alive() for t in building)

@@ -231,7 +231,8 @@ class _Table:
                 self.building = False
 
         if background:
-            threading.Thread(target=build, name="neo4j-mirror-index", daemon=True).start()
+            # not a daemon: exit waits for a build rather than tear numpy down under it (SIGSEGV, rc 139)
+            threading.Thread(target=build, name="neo4j-mirror-index").start()
         else:
             build()
 

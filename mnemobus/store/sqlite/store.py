@@ -285,6 +285,9 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+            # a closed store reads nothing, so starts no index build: once those running are done, no thread of
+            # the store is left in numpy when its owner exits
+            await anyio.to_thread.run_sync(self.vectors.wait_for_indexes)
 
     async def ping(self) -> None:
         await self._read(lambda c: c.execute("SELECT 1").fetchone())

@@ -192,7 +192,9 @@ class VectorCache:
             mat.building = False
             mat.ann = IvfIndex(rows[:n])  # type: ignore[index]
             return
-        thread = threading.Thread(target=build, name=f"vector-index-{key[0]}", daemon=True)
+        # not a daemon: the interpreter waits for a build at exit instead of tearing numpy down under it (a
+        # process that exited mid-build died with SIGSEGV after its work was done: bench-graph-latency, rc 139)
+        thread = threading.Thread(target=build, name=f"vector-index-{key[0]}")
         self._builders = [t for t in self._builders if t.is_alive()] + [thread]
         thread.start()
 
