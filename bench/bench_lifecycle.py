@@ -3,8 +3,9 @@ summary work on an unchanged second refresh (must be 0), and recall p99 idle vs 
 
 Each refresh is measured in a child process (so its peak RSS is its own, not the loader's); recall is measured
 in this process, with the refresh running in the same process beside it (worker and plugin share a process in
-`mnemobus run`). Sizes: full 200k facts in one group and 1M facts in 1,000 groups; QUICK=1 5k and 20k/100;
-ONE_GROUP_FACTS, MANY_FACTS, MANY_GROUPS override (a mid-size run on a shared machine).
+`mnemobus run`), its propagation in a thread and in the child process it starts by default. Sizes: full 200k facts in one group and 1M facts in 1,000 groups; QUICK=1 5k and 20k/100;
+ONE_GROUP_FACTS, MANY_FACTS, MANY_GROUPS override (a mid-size run on a shared machine); RECALL_ONLY=1 measures
+only recall beside a refresh, RECALL_ROUNDS (2) alternations of propagation in a thread and in a child process.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -135,8 +137,9 @@ def refresh_in_child(path: Path, groups: list[GroupId]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def recall_beside_refresh(path: Path, group: GroupId, n: int) -> dict:
-    """Recall p99 idle, then while refreshes of the same group run beside it in this process."""
+def recall_beside_refresh(path: Path, group: GroupId, n: int, rounds: int) -> dict:
+    """Recall p99 idle, then while refreshes of the same group run beside it in this process, with propagation in
+    a thread and in a child process, alternately (`rounds` of each): the same machine load for both."""
     async def run() -> dict:
         store = SqliteStore(path)
         await store.open()
@@ -153,29 +156,34 @@ def recall_beside_refresh(path: Path, group: GroupId, n: int) -> dict:
             await engine.recall(q)
             return time.perf_counter() - t
 
-        idle = [await timed(q) for q in queries]
-        busy: list[float] = []
-        refreshes = 0
-        refresher = CommunityRefresher(store, HashEmbedder(), settings=SETTINGS)
-        async with anyio.create_task_group() as tg:
-            running = anyio.Event()
+        samples = {mode: {"idle": [], "busy": [], "refreshes": 0} for mode in ("thread", "process")}
+        for _ in range(rounds):
+            for mode, got in samples.items():
+                got["idle"] += [await timed(q) for q in queries]
+                refresher = CommunityRefresher(store, HashEmbedder(), settings=replace(SETTINGS, propagation=mode))
+                async with anyio.create_task_group() as tg:
+                    running = anyio.Event()
 
-            async def keep_refreshing() -> None:
-                nonlocal refreshes
-                while True:
-                    running.set()
-                    await refresher.refresh(group)
-                    refreshes += 1
+                    async def keep_refreshing(r: CommunityRefresher = refresher, g: dict = got) -> None:
+                        while True:
+                            running.set()
+                            await r.refresh(group)
+                            g["refreshes"] += 1
 
-            tg.start_soon(keep_refreshing)
-            await running.wait()
-            for q in queries:
-                busy.append(await timed(q))
-            tg.cancel_scope.cancel()
+                    tg.start_soon(keep_refreshing)
+                    await running.wait()
+                    got["busy"] += [await timed(q) for q in queries]
+                    tg.cancel_scope.cancel()
+                await refresher.aclose()
         await store.close()
-        return {"idle_p99_ms": percentile(idle, 99) * 1000, "idle_p50_ms": percentile(idle, 50) * 1000,
-                "busy_p99_ms": percentile(busy, 99) * 1000, "busy_p50_ms": percentile(busy, 50) * 1000,
-                "refreshes_beside": refreshes}
+        out: dict = {}
+        for mode, got in samples.items():
+            out.update({f"{mode}_idle_p99_ms": percentile(got["idle"], 99) * 1000,
+                        f"{mode}_idle_p50_ms": percentile(got["idle"], 50) * 1000,
+                        f"{mode}_busy_p99_ms": percentile(got["busy"], 99) * 1000,
+                        f"{mode}_busy_p50_ms": percentile(got["busy"], 50) * 1000,
+                        f"{mode}_refreshes_beside": got["refreshes"]})
+        return out
 
     return anyio.run(run)
 
@@ -220,9 +228,15 @@ def main() -> None:
                         "one_second_refresh_s": round(r["second"]["total_s"], 2),
                         "one_second_refresh_summaries": r["second"]["summaries"],
                         "one_refresh_peak_rss_mb": round(r["peak_rss_mb"], 1)})
-        rec = recall_beside_refresh(one_path, group, 200 if quick() else 300)
+        rec = recall_beside_refresh(one_path, group, 200 if quick() else 300, int(os.environ.get("RECALL_ROUNDS", 2)))
         figures.update({f"one_recall_{k}": round(v, 3) if isinstance(v, float) else v for k, v in rec.items()})
-        figures["one_recall_p99_busy_over_idle"] = round(rec["busy_p99_ms"] / rec["idle_p99_ms"], 2)
+        for mode in ("thread", "process"):
+            figures[f"one_recall_p99_busy_over_idle_{mode}"] = round(
+                rec[f"{mode}_busy_p99_ms"] / rec[f"{mode}_idle_p99_ms"], 2)
+        figures["one_recall_p99_busy_over_idle"] = figures["one_recall_p99_busy_over_idle_process"]  # the default
+        if os.environ.get("RECALL_ONLY"):  # the recall-beside-refresh part alone (a shared machine), on its own file
+            finish(figures, "bench_lifecycle_recall")
+            return
         one_path.unlink()
         many_path = Path(tmp) / "many.sqlite3"
         t = time.perf_counter()
@@ -239,13 +253,17 @@ def main() -> None:
         figures.update({"many_evict_total_s": round(ev["evict_total_s"], 2),
                         "many_evict_max_group_s": round(ev["evict_max_group_s"], 3),
                         "many_evicted_facts": ev["evicted_facts"]})
+    finish(figures, "bench_lifecycle")
+
+
+def finish(figures: dict, name: str) -> None:
     figures["peak_rss_mb_main"] = round(peak_rss_mb(), 1)
     figures["load_average_end"] = round(os.getloadavg()[0], 2)
     print_table("bench-lifecycle (SQLite; refresh in a child process, recall beside a refresh in one process)",
                 figures)
-    write_results("bench_lifecycle", figures,
-                  "recall p99 with no refresh running, measured in the same run on the same group (one_recall_idle_"
-                  "p99_ms); bars: one-group refresh <= 10 s and peak RSS <= 1 GB at 200k facts, busy/idle p99 <= 2, "
+    write_results(name, figures,
+                  "recall p99 with no refresh running, measured in the same run on the same group, alternating with "
+                  "the busy runs (one_recall_<thread|process>_idle_p99_ms); bars: one-group refresh <= 10 s and peak RSS <= 1 GB at 200k facts, busy/idle p99 <= 2, "
                   "second-refresh summaries == 0")
     print(f"machine: {machine()}")
 

@@ -2,14 +2,16 @@
 
 Graphiti's community update ran in one unbounded pass on the event loop and hung or crashed on real graphs
 (research/graphiti.md, #1397, #836). A refresh here reads active edges in chunks (pausing for ingestion
-between them), propagates labels in a worker thread, and stops when its time bound runs out, keeping its
-state so the next refresh of the group resumes where it stopped; cancelling it stops the thread at its next
-block of nodes. Only communities whose fingerprint changed are summarised and embedded: a refresh of an
+between them), propagates labels in a child process (`propagation_process`; or, with `propagation: thread`, a
+worker thread, which holds the GIL against recall on the same loop), and stops when its time bound runs out,
+keeping its state so the next refresh of the group resumes where it stopped; cancelling it kills the child (or
+stops the thread at its next block of nodes). Only communities whose fingerprint changed are summarised and embedded: a refresh of an
 unchanged graph does no summary work at all.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -17,13 +19,15 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 import anyio
 import anyio.to_thread
 
 from mnemobus.engine.community_summary import OfflineSummariser, Sketch, Summariser
 from mnemobus.engine.embed import Embedder
-from mnemobus.engine.label_propagation import Found, Propagation
+from mnemobus.engine.label_propagation import Picked, Propagation, triples
+from mnemobus.engine.propagation_process import ProcessPropagator
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.metrics import CommunityMetrics
 from mnemobus.store.communities import Community, CommunityStore, Edge
@@ -42,6 +46,7 @@ class RefreshSettings:
     summary_facts: int = 5  # central facts a summary states
     summary_concurrency: int = 2  # summaries (LLM calls) in flight
     vote_neighbours: int = 50  # facts read to find a new entity's neighbours
+    propagation: Literal["process", "thread"] = "process"  # where the pure-CPU steps run
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +66,11 @@ class RefreshOutcome:
 class _Run:
     """A refresh in progress: what has been read, and the propagation state."""
 
+    key: str
     cursor: str | None = None
     read_done: bool = False
     edges: list[Edge] = field(default_factory=list)
-    propagation: Propagation | None = None
+    propagation: Propagation | None = None  # in a thread; a child process keeps its own under `key`
 
 
 async def _no_pause() -> None:
@@ -95,6 +101,13 @@ class CommunityRefresher:
         self._runs: dict[GroupId, _Run] = {}
         self._locks: dict[GroupId, anyio.Lock] = {}  # one refresh of a group at a time (worker and API share one)
         self._threads_lock = threading.Lock()
+        self._serial = itertools.count(1)
+        self.propagator: ProcessPropagator | None = None  # started at the first refresh that needs it
+
+    async def aclose(self) -> None:
+        """Ends the propagation child, if one was started."""
+        if self.propagator is not None:
+            await self.propagator.aclose()
 
     def resumable(self, group_id: GroupId) -> bool:
         """A sliced refresh of the group is waiting to be resumed."""
@@ -113,7 +126,9 @@ class CommunityRefresher:
         try:
             outcome = await self._refresh(group_id, deadline, started)
         except BaseException as exc:
-            self._runs.pop(group_id, None)
+            run = self._runs.pop(group_id, None)
+            if run is not None and self.propagator is not None:
+                self.propagator.forget(run.key)
             self.metrics.refreshes.labels(
                 outcome="cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "failed").inc()
             raise
@@ -124,7 +139,7 @@ class CommunityRefresher:
         return outcome
 
     async def _refresh(self, group_id: GroupId, deadline: float, started: float) -> RefreshOutcome:
-        run = self._runs.setdefault(group_id, _Run())
+        run = self._runs.get(group_id) or self._runs.setdefault(group_id, _Run(f"{group_id}#{next(self._serial)}"))
         while not run.read_done:  # always at least one chunk per slice, so short slices still progress
             await self.pause()
             edges, run.cursor = await self.communities.active_edges(group_id, run.cursor, self.settings.chunk_size)
@@ -133,13 +148,26 @@ class CommunityRefresher:
             if not run.read_done and time.monotonic() > deadline:
                 return RefreshOutcome(group_id, finished=False, edges=len(run.edges),
                                       seconds=time.monotonic() - started)
-        if run.propagation is None:
-            run.propagation = await anyio.to_thread.run_sync(Propagation, run.edges)
-        if not await self._propagate(run.propagation, deadline):
+        if self.settings.propagation == "process":
+            if self.propagator is None:
+                self.propagator = ProcessPropagator()
+            picked = await self.propagator.run(run.key, group_id, run.edges, max(0.0, deadline - time.monotonic()),
+                                               self.settings.max_iterations, self.settings.summary_members,
+                                               self.settings.summary_facts)
+        else:
+            picked = await self._in_thread(run, group_id, deadline)
+        if picked is None:
             return RefreshOutcome(group_id, finished=False, edges=len(run.edges), seconds=time.monotonic() - started)
         del self._runs[group_id]
-        found = await anyio.to_thread.run_sync(run.propagation.communities, group_id)
-        return await self._store(group_id, found, run, started)
+        return await self._store(group_id, picked, run, started)
+
+    async def _in_thread(self, run: _Run, group_id: GroupId, deadline: float) -> list[Picked] | None:
+        if run.propagation is None:
+            run.propagation = await anyio.to_thread.run_sync(Propagation, triples(run.edges))
+        if not await self._propagate(run.propagation, deadline):
+            return None
+        return await anyio.to_thread.run_sync(run.propagation.picked, group_id, self.settings.summary_members,
+                                              self.settings.summary_facts)
 
     async def _propagate(self, propagation: Propagation, deadline: float) -> bool:
         stop = threading.Event()
@@ -159,27 +187,25 @@ class CommunityRefresher:
         finally:
             stop.set()  # a cancelled wait leaves the thread behind: it stops at its next block
 
-    async def _store(self, group_id: GroupId, found: list[Found], run: _Run, started: float) -> RefreshOutcome:
+    async def _store(self, group_id: GroupId, picked: list[Picked], run: _Run, started: float) -> RefreshOutcome:
         stored = {k.id: k for k in await self.communities.communities(group_id)}
-        changed = [f for f in found if f.id not in stored or stored[f.id].fingerprint != f.fingerprint]
-        drop = sorted(set(stored) - {f.id for f in found})
-        self.metrics.summaries.labels(outcome="skipped").inc(len(found) - len(changed))
-        put = await self._summarised(group_id, changed, run.edges)
+        changed = [p for p in picked if p.found.id not in stored or stored[p.found.id].fingerprint != p.found.fingerprint]
+        drop = sorted(set(stored) - {p.found.id for p in picked})
+        self.metrics.summaries.labels(outcome="skipped").inc(len(picked) - len(changed))
+        put = await self._summarised(group_id, changed)
         await self.communities.write_communities(group_id, put, drop, datetime.now(UTC))
         log.info("communities of %s refreshed: %d communities (%d changed, %d dropped) from %d edges in %.2fs",
-                 group_id, len(found), len(changed), len(drop), len(run.edges), time.monotonic() - started)
-        return RefreshOutcome(group_id, finished=True, edges=len(run.edges), communities=len(found),
-                              changed=len(changed), unchanged=len(found) - len(changed), dropped=len(drop),
+                 group_id, len(picked), len(changed), len(drop), len(run.edges), time.monotonic() - started)
+        return RefreshOutcome(group_id, finished=True, edges=len(run.edges), communities=len(picked),
+                              changed=len(changed), unchanged=len(picked) - len(changed), dropped=len(drop),
                               summaries=len(put), seconds=time.monotonic() - started)
 
-    async def _summarised(self, group_id: GroupId, changed: list[Found], edges: list[Edge]) -> list[Community]:
+    async def _summarised(self, group_id: GroupId, changed: list[Picked]) -> list[Community]:
         if not changed:
             return []
-        ends = {e.fact_id: (e.subject_id, e.object_id) for e in edges}
-        picks = [self._central(f, ends) for f in changed]
-        names, facts = await self._read_rows(group_id, picks)
-        sketches = [Sketch(tuple(names[m] for m in members if m in names), tuple(facts[x] for x in top if x in facts))
-                    for members, top in picks]
+        names, facts = await self._read_rows(group_id, changed)
+        sketches = [Sketch(tuple(names[m] for m in p.central if m in names), tuple(facts[x] for x in p.facts if x in facts))
+                    for p in changed]
         texts: list[str] = [""] * len(changed)
         limiter = anyio.CapacityLimiter(self.settings.summary_concurrency)
 
@@ -194,26 +220,14 @@ class CommunityRefresher:
         vectors = (await anyio.to_thread.run_sync(self.embedder.embed, texts) if self.embedder is not None
                    else [None] * len(texts))
         now = datetime.now(UTC)
-        return [Community(f.id, group_id, f.members, f.fingerprint, text, vector, now)
-                for f, text, vector in zip(changed, texts, vectors, strict=True)]
+        return [Community(p.found.id, group_id, p.found.members, p.found.fingerprint, text, vector, now)
+                for p, text, vector in zip(changed, texts, vectors, strict=True)]
 
-    def _central(self, found: Found, ends: dict[str, tuple[str, str]]) -> tuple[list[str], list[str]]:
-        """The most central members (most facts inside the community) and the facts between them."""
-        degree: Counter[str] = Counter()
-        for fact_id in found.fact_ids:
-            s, o = ends[fact_id]
-            degree[s] += 1
-            degree[o] += 1
-        central = sorted(found.members, key=lambda m: (-degree[m], m))[: self.settings.summary_members]
-        weight = {fid: degree[ends[fid][0]] + degree[ends[fid][1]] for fid in found.fact_ids}
-        return central, sorted(found.fact_ids, key=lambda fid: (-weight[fid], fid))[: self.settings.summary_facts]
-
-    async def _read_rows(self, group_id: GroupId, picks: list[tuple[list[str], list[str]]],
-                         ) -> tuple[dict[str, str], dict[str, str]]:
+    async def _read_rows(self, group_id: GroupId, picks: list[Picked]) -> tuple[dict[str, str], dict[str, str]]:
         """Names and fact sentences of every changed community in a few reads: one read per community made the
         first refresh of a 50k-fact group spend a third of its time on them."""
-        entity_ids = sorted({m for members, _ in picks for m in members})
-        fact_ids = sorted({x for _, top in picks for x in top})
+        entity_ids = sorted({m for p in picks for m in p.central})
+        fact_ids = sorted({x for p in picks for x in p.facts})
         names: dict[str, str] = {}
         facts: dict[str, str] = {}
         for i in range(0, len(entity_ids), READ_BATCH):

@@ -1,6 +1,6 @@
 """Label propagation over a group's active edges: deterministic, and resumable between time slices.
 
-Why this shape: a refresh runs in a worker thread under a time bound, so the state of a run (labels, the
+Why this shape: a refresh runs in a child process (or a thread) under a time bound, so the state of a run (labels, the
 iteration and the node reached) is an object that can stop at any block of nodes and go on later with the
 same result as a run that never stopped. Nodes are visited in sorted-id order and a node keeps its label on a
 tie, else the tied label a fixed hash of (label, node) ranks first, so one graph always gives one partition, whichever order its edges
@@ -10,10 +10,10 @@ were read in.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-
-from mnemobus.store.communities import Edge
+from typing import Protocol
 
 BLOCK = 512  # nodes between two looks at the stop condition
 
@@ -26,6 +26,32 @@ class Found:
     members: tuple[str, ...]
     fact_ids: tuple[str, ...]
     fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """A community found, with what its summary is made of: its most central members (most facts inside the
+    community) and the facts between them."""
+
+    found: Found
+    central: tuple[str, ...]
+    facts: tuple[str, ...]
+
+
+Triple = tuple[str, str, str]  # (fact id, subject id, object id): what crosses to a child process
+
+
+class EdgeLike(Protocol):
+    @property
+    def fact_id(self) -> str: ...
+    @property
+    def subject_id(self) -> str: ...
+    @property
+    def object_id(self) -> str: ...
+
+
+def triples(edges: Iterable[EdgeLike]) -> list[Triple]:
+    return [(e.fact_id, e.subject_id, e.object_id) for e in edges]
 
 
 def fingerprint(members: Iterable[str], fact_ids: Iterable[str]) -> str:
@@ -46,8 +72,8 @@ def community_id(group_id: str, members: Iterable[str]) -> str:
 
 
 class Propagation:
-    def __init__(self, edges: Iterable[Edge]) -> None:
-        pairs = [(e.subject_id, e.object_id, e.fact_id) for e in edges if e.subject_id != e.object_id]
+    def __init__(self, edges: Iterable[Triple]) -> None:
+        pairs = [(s, o, f) for f, s, o in edges if s != o]
         self.nodes = sorted({n for s, o, _ in pairs for n in (s, o)})
         index = {n: i for i, n in enumerate(self.nodes)}
         self.adjacency: list[list[int]] = [[] for _ in self.nodes]
@@ -107,6 +133,23 @@ class Propagation:
             inside = tuple(sorted(facts.get(label, ())))
             found.append(Found(community_id(group_id, ids), ids, inside, fingerprint(ids, inside)))
         return sorted(found, key=lambda f: f.id)
+
+    def picked(self, group_id: str, members: int, facts: int) -> list[Picked]:
+        """The communities with their summaries' central members and facts: pure CPU over every edge, so it runs
+        wherever the propagation ran (a child process) rather than on the caller's event loop."""
+        ends = {f: (self.nodes[s], self.nodes[o]) for s, o, f in self.edges}
+        out = []
+        for found in self.communities(group_id):
+            degree: Counter[str] = Counter()
+            for fact_id in found.fact_ids:
+                s, o = ends[fact_id]
+                degree[s] += 1
+                degree[o] += 1
+            central = sorted(found.members, key=lambda m: (-degree[m], m))[:members]
+            weight = {fid: degree[ends[fid][0]] + degree[ends[fid][1]] for fid in found.fact_ids}
+            top = sorted(found.fact_ids, key=lambda fid: (-weight[fid], fid))[:facts]
+            out.append(Picked(found, tuple(central), tuple(top)))
+        return out
 
 
 def _best(row: list[int], labels: list[int], current: int, node: int) -> int:

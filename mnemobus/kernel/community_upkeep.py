@@ -32,7 +32,8 @@ MAX_PAUSE_S = 2.0  # the longest a refresh waits for ingestion to go idle before
 def refresh_settings(cfg: CommunitiesSettings) -> RefreshSettings:
     return RefreshSettings(chunk_size=cfg.chunk_size, time_budget_s=cfg.time_budget_s,
                            max_iterations=cfg.max_iterations, summary_members=cfg.summary_members,
-                           summary_facts=cfg.summary_facts, summary_concurrency=cfg.summary_concurrency)
+                           summary_facts=cfg.summary_facts, summary_concurrency=cfg.summary_concurrency,
+                           propagation=cfg.propagation)
 
 
 def build_summariser(cfg: CommunitiesSettings, extraction: ExtractionSettings, llm_metrics: LlmMetrics,
@@ -118,12 +119,16 @@ class CommunityUpkeep:
                 tg.cancel_scope.cancel()  # a refresh in progress stops at its next block; resumes next start
 
             tg.start_soon(stop_on_stop)
-            while not stop.is_set():
-                await self._wake.wait()
-                self._wake = anyio.Event()
-                await self._work()
-                if not self._votes and not self._due:
-                    self.idle.set()
+            try:
+                while not stop.is_set():
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    await self._work()
+                    if not self._votes and not self._due:
+                        self.idle.set()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.refresher.aclose()  # the propagation child goes with the worker
 
     async def _work(self) -> None:
         assert self.refresher is not None

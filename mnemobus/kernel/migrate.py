@@ -120,10 +120,15 @@ async def migrate(
 
 
 async def copy_promoted(src: GraphStore, dst: GraphStore, group_id: GroupId) -> None:
-    """A group's promoted memories go with it (ids kept: a second run adds none); eviction totals stay behind."""
+    """A group's promoted memories go with it (ids kept: a second run adds none), and its eviction totals and
+    cutoff (raised to the source's, so a rerun changes nothing): without them an as-of query older than what was
+    evicted answered from a silently thinner past once the group had moved."""
     if isinstance(src, Lifecycle) and isinstance(dst, Lifecycle):
         for memory in await src.promoted(group_id):
             await dst.add_promoted(memory)
+        totals = await src.evicted_so_far(group_id)
+        if not totals.empty or totals.cutoff is not None:
+            await dst.keep_evictions(group_id, totals)
 
 
 def _chunks(items: list, size: int) -> list[list]:  # type: ignore[type-arg]

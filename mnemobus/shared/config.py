@@ -452,6 +452,9 @@ class CommunitiesSettings(Section):
                                       "longest prompt one summary call sends (facts past it are left out)")
     vote: bool = Field(default=True, description="between refreshes, a new entity joins its neighbours' "
                        "majority community")
+    propagation: Literal["process", "thread"] = Field(default="process", description="where label propagation "
+                                                     "runs: a child process (off the GIL, so recall beside a refresh "
+                                                     "keeps its pace) or a thread of the worker")
 
 
 class Settings(BaseSettings):

@@ -140,6 +140,11 @@ class Lifecycle(Protocol):
         None (nothing done) when the group already decayed less than `every` before `now`: several workers run
         the same schedule, and a group must fade at one rate however many there are."""
 
+    async def keep_evictions(self, group_id: GroupId, totals: Eviction) -> None:
+        """Raise the group's eviction totals and cutoff to at least `totals` (`mnemobus migrate` brings a group's
+        record along, so an as-of query older than its cutoff still says so after a move; a rerun changes
+        nothing)."""
+
     async def add_promoted(self, memory: Promoted) -> None:
         """Store a promoted memory (a second add of one id is a no-op)."""
 

@@ -3,6 +3,7 @@ summary work for an unchanged graph."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from mnemobus.engine.communities import CommunityRefresher, RefreshSettings
 from mnemobus.engine.embed import HashEmbedder
-from mnemobus.engine.label_propagation import Propagation
+from mnemobus.engine.label_propagation import Propagation, triples
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.metrics import CommunityMetrics
 from mnemobus.store.communities import Edge
@@ -43,11 +44,11 @@ def members(found: list) -> list[tuple[str, ...]]:
 def test_two_cliques_joined_by_one_fact_are_two_communities_whatever_the_edge_order() -> None:
     _, facts = cliques(G, [4, 5])
     edges = [Edge(f.id, f.subject_id, f.object_id) for f in facts]
-    first = Propagation(edges)
+    first = Propagation(triples(edges))
     assert first.run(lambda: False, 20)
     shuffled = edges[:]
     random.Random(7).shuffle(shuffled)
-    again = Propagation(shuffled)
+    again = Propagation(triples(shuffled))
     again.run(lambda: False, 20)
     assert members(first.communities(G)) == members(again.communities(G))
     assert [len(m) for m in members(first.communities(G))] == [4, 5]
@@ -57,10 +58,10 @@ def test_two_cliques_joined_by_one_fact_are_two_communities_whatever_the_edge_or
 def test_a_fingerprint_changes_when_a_fact_inside_the_community_changes() -> None:
     _, facts = cliques(G, [4, 5])
     edges = [Edge(f.id, f.subject_id, f.object_id) for f in facts]
-    before = Propagation(edges)
+    before = Propagation(triples(edges))
     before.run(lambda: False, 20)
     a, b = edges[0].subject_id, edges[0].object_id
-    after = Propagation([*edges, Edge("another fact", a, b)])
+    after = Propagation(triples([*edges, Edge("another fact", a, b)]))
     after.run(lambda: False, 20)
     changed = {f.members: f.fingerprint for f in before.communities(G)} != {
         f.members: f.fingerprint for f in after.communities(G)}
@@ -123,13 +124,10 @@ async def test_a_refresh_out_of_time_resumes_where_it_stopped_and_ends_with_the_
     await in_one.close()
 
 
-async def test_cancelling_a_refresh_stops_its_thread_and_writes_nothing(store: SqliteStore) -> None:
-    people = [person(G, f"p{i}") for i in range(20_000)]
-    rng = random.Random(3)
-    chain = [link(G, people[i], "knows", people[(i * 7919 + rng.randrange(50)) % len(people)])
-             for i in range(len(people))]
-    load(store, people, [f for f in {f.id: f for f in chain}.values() if f.subject_id != f.object_id])
-    refresher = CommunityRefresher(store, None, settings=RefreshSettings(max_iterations=10_000))
+async def test_cancelling_a_refresh_in_a_thread_stops_its_thread_and_writes_nothing(store: SqliteStore) -> None:
+    people, chain = graph_of(20_000, 3)
+    load(store, people, chain)
+    refresher = CommunityRefresher(store, None, settings=RefreshSettings(max_iterations=10_000, propagation="thread"))
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             tg.start_soon(refresher.refresh, G)
@@ -171,3 +169,71 @@ async def test_two_refreshes_of_one_group_at_once_run_one_after_the_other(store:
         tg.start_soon(one)
         tg.start_soon(one)
     assert sorted((o.edges, o.summaries) for o in outcomes) == [(len(facts), 0), (len(facts), 3)]
+
+
+def graph_of(n: int, seed: int) -> tuple[list, list]:
+    people = [person(G, f"p{i}") for i in range(n)]
+    rng = random.Random(seed)
+    chain = [link(G, people[i], "knows", people[(i * 7919 + rng.randrange(50)) % n]) for i in range(n)]
+    return people, [f for f in {f.id: f for f in chain}.values() if f.subject_id != f.object_id]
+
+
+async def test_propagation_in_a_child_process_finds_exactly_the_communities_a_thread_finds(
+        store: SqliteStore, tmp_path: Path) -> None:
+    entities, facts = cliques(G, [5, 6, 7, 8], bridges=3)
+    people, chain = graph_of(3000, 11)
+    load(store, [*entities, *people], [*facts, *chain])
+    in_thread = SqliteStore(tmp_path / "thread.sqlite3")
+    await in_thread.open()
+    load(in_thread, [*entities, *people], [*facts, *chain])
+    child = CommunityRefresher(store, HashEmbedder(), settings=RefreshSettings(propagation="process"))
+    thread = CommunityRefresher(in_thread, HashEmbedder(), settings=RefreshSettings(propagation="thread"))
+    by_child, by_thread = await child.refresh(G), await thread.refresh(G)
+    assert child.propagator is not None and child.propagator.started == 1 and thread.propagator is None
+    assert (by_child.communities, by_child.summaries) == (by_thread.communities, by_thread.summaries)
+    assert by_child.communities > 4
+    assert [(k.id, k.members, k.fingerprint, k.summary) for k in await store.communities(G)] == [
+        (k.id, k.members, k.fingerprint, k.summary) for k in await in_thread.communities(G)]
+    await child.aclose()
+    await in_thread.close()
+
+
+async def test_a_child_process_refresh_out_of_time_resumes_to_the_same_communities(
+        store: SqliteStore, tmp_path: Path) -> None:
+    people, chain = graph_of(20_000, 3)
+    load(store, people, chain)
+    sliced = CommunityRefresher(store, None, settings=RefreshSettings(time_budget_s=0.0, max_iterations=50))
+    slices = 1
+    while not (await sliced.refresh(G)).finished:
+        slices += 1
+    assert slices > 1 and sliced.propagator is not None and sliced.propagator.started == 1
+    in_one = SqliteStore(tmp_path / "one.sqlite3")
+    await in_one.open()
+    load(in_one, people, chain)
+    await CommunityRefresher(in_one, None, settings=RefreshSettings(max_iterations=50, propagation="thread")).refresh(G)
+    assert [k.members for k in await store.communities(G)] == [k.members for k in await in_one.communities(G)]
+    await sliced.aclose()
+    await in_one.close()
+
+
+async def test_cancelling_a_refresh_kills_its_child_process_and_the_next_refresh_starts_a_new_one(
+        store: SqliteStore) -> None:
+    people, chain = graph_of(20_000, 3)
+    load(store, people, chain)
+    refresher = CommunityRefresher(store, None, settings=RefreshSettings(max_iterations=10_000))
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(refresher.refresh, G)
+            while refresher.propagator is None or refresher.propagator.pid is None:
+                await anyio.sleep(0.01)
+            pid = refresher.propagator.pid
+            tg.cancel_scope.cancel()
+    assert refresher.propagator.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped
+    assert await store.communities(G) == []
+    assert refresher.metrics.refreshes.labels(outcome="cancelled")._value.get() == 1
+    refresher.settings = RefreshSettings(max_iterations=5)
+    assert (await refresher.refresh(G)).finished
+    assert refresher.propagator.started == 2 and await store.communities(G) != []
+    await refresher.aclose()

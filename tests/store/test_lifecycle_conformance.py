@@ -208,6 +208,35 @@ async def test_migrating_a_group_takes_its_promoted_memories(store: GraphStore, 
     assert await store.promoted(group) == [_memory(group, "p1")]  # type: ignore[attr-defined]
 
 
+async def test_migrating_a_group_takes_its_eviction_totals_and_cutoff_once(store: GraphStore, group: GroupId,
+                                                                         tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mnemobus.kernel.migrate import migrate
+    from mnemobus.store.sqlite import SqliteStore
+
+    source = SqliteStore(tmp_path / "source.sqlite3")
+    await source.open()
+    try:
+        await _chain(source, group)
+        await source.evict(group, RetentionPolicy(ended_days=365, orphan_days=30), now=NOW)
+        await migrate(source, store, [group])
+        await migrate(source, store, [group])  # a second run adds nothing
+    finally:
+        await source.close()
+    so_far = await store.evicted_so_far(group)  # type: ignore[attr-defined]
+    assert (so_far.facts, so_far.entities, so_far.cutoff) == (2, 2, T0 + timedelta(days=20))
+
+
+async def test_kept_eviction_totals_only_ever_rise(store: GraphStore, group: GroupId) -> None:
+    await _chain(store, group)
+    await store.evict(group, RetentionPolicy(ended_days=365), now=NOW)  # type: ignore[attr-defined]
+    mine = await store.evicted_so_far(group)  # type: ignore[attr-defined]
+    await store.keep_evictions(group, replace(mine, facts=0, cutoff=T0))  # type: ignore[attr-defined]
+    assert await store.evicted_so_far(group) == mine  # type: ignore[attr-defined]
+    later = T0 + timedelta(days=30)
+    await store.keep_evictions(group, replace(mine, facts=mine.facts + 5, cutoff=later))  # type: ignore[attr-defined]
+    assert await store.evicted_so_far(group) == replace(mine, facts=mine.facts + 5, cutoff=later)  # type: ignore[attr-defined]
+
+
 async def test_promoted_of_reads_several_groups_at_once_and_no_other(store: GraphStore, group: GroupId,
                                                                       other_group: GroupId, new_group) -> None:  # type: ignore[no-untyped-def]
     third = new_group("c")

@@ -188,6 +188,14 @@ class Neo4jLifecycle(PromotedReads):
         held = [g for g in dict.fromkeys(group_ids) if not ((m := marks.get(g)) and not m[0] and m[1] >= since)]
         return await self.promoted_of(held, sessions) if held else []
 
+    async def keep_evictions(self, group_id: GroupId, totals: Eviction) -> None:
+        await self._write(lambda tx: run_rows(
+            tx, "MERGE (t:Retention {group_id: $g}) ON CREATE SET t.facts = 0, t.entities = 0 "
+                "SET t.facts = CASE WHEN $f > t.facts THEN $f ELSE t.facts END, "
+                "t.entities = CASE WHEN $e > t.entities THEN $e ELSE t.entities END, "
+                "t.cutoff = CASE WHEN t.cutoff IS NULL OR ($c IS NOT NULL AND $c > t.cutoff) THEN $c ELSE t.cutoff END",
+            {"g": group_id, "f": totals.facts, "e": totals.entities, "c": utc_or_none(totals.cutoff)}))
+
     async def add_promoted(self, memory: Promoted) -> None:
         m = memory
         self._promoted_marks.pop(m.group_id, None)

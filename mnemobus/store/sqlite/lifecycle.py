@@ -195,6 +195,15 @@ class SqliteLifecycle(PromotedReads):
 
         return await self._write_lifecycle(w)
 
+    async def keep_evictions(self, group_id: GroupId, totals: Eviction) -> None:
+        cutoff_s = to_seconds(totals.cutoff) if totals.cutoff is not None else None
+        await self._write_lifecycle(lambda c: c.execute(
+            "INSERT INTO evictions(group_id, facts, entities, cutoff) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(group_id) DO UPDATE SET facts = max(facts, excluded.facts),"
+            " entities = max(entities, excluded.entities),"
+            " cutoff = max(coalesce(cutoff, excluded.cutoff), coalesce(excluded.cutoff, cutoff))",
+            (group_id, totals.facts, totals.entities, cutoff_s)))
+
     async def add_promoted(self, memory: Promoted) -> None:
         m = memory
         await self._write_lifecycle(lambda c: c.execute(

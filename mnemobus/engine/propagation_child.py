@@ -1,0 +1,83 @@
+"""The child process that runs label propagation for `ProcessPropagator` (`python -m` this module).
+
+Why a process: propagation over a large group is seconds of pure Python; in a thread it holds the GIL and recall
+on the same event loop waited behind it (recall p99 4.6x its idle figure beside a refresh, bench-lifecycle). The
+child keeps each run's state between time slices, keyed by the parent's run key, and forgets it once finished.
+
+Protocol on stdin/stdout: frames of a 4-byte big-endian length and a pickle. Parent to child: ("edges", key,
+triples) appends edges (no answer); ("run", key, group, budget_s, max_iterations, members, facts) answers
+("missing",) when the key has no edges here (a fresh child after a kill), ("sliced",) when the budget ran out,
+else ("found", parts) followed by `parts` frames of ("part", [Picked, ...]); ("forget", key) drops a run. End of
+input ends the child.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import sys
+import time
+from typing import BinaryIO
+
+from mnemobus.engine.label_propagation import Propagation, Triple
+
+PART = 500  # communities per answer frame: the parent unpickles one frame at a time between its other tasks
+HEADER = struct.Struct(">I")
+
+
+def read_frame(stream: BinaryIO) -> object | None:
+    head = stream.read(HEADER.size)
+    if len(head) < HEADER.size:
+        return None
+    size = HEADER.unpack(head)[0]
+    body = stream.read(size)
+    if len(body) < size:
+        return None
+    return pickle.loads(body)
+
+
+def frame(message: object) -> bytes:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(body)) + body
+
+
+def serve(inp: BinaryIO, out: BinaryIO) -> None:
+    edges: dict[str, list[Triple]] = {}
+    runs: dict[str, Propagation] = {}
+    while (message := read_frame(inp)) is not None:
+        kind, key, *rest = message  # type: ignore[misc]
+        if kind == "edges":
+            edges.setdefault(key, []).extend(rest[0])
+        elif kind == "forget":
+            edges.pop(key, None)
+            runs.pop(key, None)
+        elif kind == "run":
+            group, budget_s, max_iterations, members, facts = rest
+            deadline = time.monotonic() + budget_s
+            if key not in runs and key not in edges:
+                out.write(frame(("missing",)))
+            else:
+                propagation = runs.get(key) or Propagation(edges.pop(key, []))
+                runs[key] = propagation
+                if not propagation.run(lambda: time.monotonic() > deadline, max_iterations):
+                    out.write(frame(("sliced",)))
+                else:
+                    del runs[key]
+                    picked = propagation.picked(group, members, facts)
+                    parts = [picked[i:i + PART] for i in range(0, len(picked), PART)]
+                    out.write(frame(("found", len(parts))))
+                    for part in parts:
+                        out.write(frame(("part", part)))
+        else:
+            raise ValueError(f"propagation child: unknown message {kind!r}")
+        out.flush()
+
+
+def main() -> None:
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but frames on the protocol pipe
+    serve(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()
