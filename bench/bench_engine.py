@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import peak_rss_mb, print_table, quick, summary_ms, write_results  # noqa: E402
+from bench_extraction import meaning  # noqa: E402
 
 from mnemobus.engine import MemoryEngine  # noqa: E402
 from mnemobus.engine.embed import CachedEmbedder, HashEmbedder, LocalOnnxEmbedder
@@ -117,7 +118,7 @@ async def bench_ingest(figures: dict[str, float], root: Path) -> None:
             await store.open()
             emb = make_embedder(provider, "all-MiniLM-L6-v2-int8")
             emb.embed(["warm up"])
-            engine = MemoryEngine(store, embedder=emb)
+            engine = MemoryEngine(store, embedder=emb, meaning=meaning())  # relation mapping as configured
             episodes = _ingest_episodes(n, mode)
             facts = 0
             t = time.perf_counter()

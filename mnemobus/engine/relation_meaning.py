@@ -37,6 +37,7 @@ from mnemobus.engine.relations import (NOT_THE_SAME, ONE_VALUE_FAMILIES, OPEN_RE
 log = logging.getLogger("mnemobus.relations")
 
 THRESHOLD = 0.70  # tuned (above): below it, a name is kept as it was said
+MAX_SEEN = 50_000  # names remembered; past it the memory starts again (an LLM may invent names without end)
 # typed objects a row's object type accepts: a row wanting a person, place or organisation takes only that (or an
 # untyped object); the other rows take any object but those three
 _STRICT = frozenset({"person", "place", "organization"})
@@ -62,8 +63,6 @@ def fits(r: Relation, object_type: str) -> bool:
 # scores 0.9 against "lives in"), so a name holding one is never mapped onto a relation that holds now
 _NOT_NOW = frozenset("""was were used had did former ex previously formerly once not never no wants want wanted plans
     plan planning hopes hope would will going wishes might may could should""".split())
-
-
 _NOW_BE = frozenset({"is", "are", "am", "be", "being"})  # "is_employed_at": a state now, not a past form
 
 
@@ -136,5 +135,7 @@ class RelationMeaning:
             if ranked and ranked[0][0] >= self.threshold and ranked[0][0] > other:
                 found = self._rows[ranked[0][1]].name
                 log.debug("relation %r read as %r (%.2f)", relation, found, ranked[0][0])
+            if len(self._seen) >= MAX_SEEN:
+                self._seen.clear()
             self._seen[key] = found
             return found
