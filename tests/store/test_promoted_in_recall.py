@@ -55,8 +55,9 @@ class Counted:
         store.promoted_of = counted  # type: ignore[attr-defined]
 
 
-async def _recall(engine: MemoryEngine, *groups: GroupId) -> RecallResult:
-    return await engine.recall(RecallQuery("Where does Alice work?", groups, promoted=5, sessions=("c1",)))
+async def _recall(engine: MemoryEngine, *groups: GroupId, recipe: str = "hybrid") -> RecallResult:
+    return await engine.recall(RecallQuery("Where does Alice work?", groups, promoted=5, sessions=("c1",),
+                                           recipe=recipe))
 
 
 async def _until_skipped(engine: MemoryEngine, counted: Counted, *groups: GroupId) -> None:
@@ -92,6 +93,21 @@ async def test_a_promotion_in_another_process_is_seen_by_the_next_recall(
     await _in_another_process(store, other_group, "add", "p-fridays")
     (seen,) = (await _recall(engine, group, other_group)).promoted
     assert (seen.id, seen.group_id, seen.text) == ("p-fridays", other_group, "Ship on Fridays")
+
+
+async def test_neo4j_a_recall_that_reads_no_group_version_does_not_go_by_an_earlier_recall(
+        open_neo4j: Callable[..., Any], group: GroupId) -> None:
+    """Neo4j learns "none" from version reads; a recall that reads no version (the text recipe searches no
+    vectors, and its mirror was confirmed within `mirror_fresh_s`) must not skip on what an earlier one learned."""
+    async with open_neo4j(mirror_fresh_s=600.0) as neo:
+        try:
+            await alice_graph(neo, group)
+            engine = MemoryEngine(neo, embedder=HashEmbedder())
+            await _until_skipped(engine, Counted(neo), group)
+            await _in_another_process(neo, group, "add", "p-text")
+            assert [m.id for m in (await _recall(engine, group, recipe="text")).promoted] == ["p-text"]
+        finally:
+            await neo.delete_group(group)
 
 
 async def test_a_delete_in_another_process_is_seen_by_the_next_recall(
