@@ -110,8 +110,12 @@ async def told(rt: Runtime, group: str) -> None:
             assert await wait_for(lambda: rt.engine.store.count_episodes(group), i + 1, timeout=STORED_S) == i + 1
 
 
-def message_ids(facts: list[dict[str, Any]]) -> set[str]:
-    return {mid for f in facts for mid in f["source_message_ids"]}
+def reached(facts: list[dict[str, Any]], settings: Settings) -> None:
+    """The answer's items hold m0 (full-text finds it) in every mode, and m3 (only the graph reaches it) exactly
+    when the graph is on."""
+    found = {mid for f in facts for mid in f["source_message_ids"]}
+    assert "m0" in found, found
+    assert ("m3" in found) == graph_on(settings), found
 
 
 async def over_nats(rt: Runtime, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -126,18 +130,14 @@ async def test_post_search_reaches_a_turn_only_through_the_entity_it_mentions(
     async with httpx.AsyncClient(base_url=doors.extra[EXTRA_URL], timeout=30) as http:
         r = await http.post("/search", json={"group_ids": [group_id], "query": QUESTION, "max_facts": 10})
     assert r.status_code == 200, r.text
-    found = message_ids(r.json()["facts"])
-    assert "m0" in found  # full-text finds the turn that names Sofia and the puppy in every mode
-    assert ("m3" in found) == graph_on(doors_settings)
+    reached(r.json()["facts"], doors_settings)
 
 
 async def test_nats_search_reaches_a_turn_only_through_the_entity_it_mentions(
         doors: Runtime, group_id: str, doors_settings: Settings) -> None:
     await told(doors, group_id)
     body = await over_nats(doors, "search", {"group_ids": [group_id], "query": QUESTION, "max_facts": 10})
-    found = message_ids(body["facts"])
-    assert "m0" in found
-    assert ("m3" in found) == graph_on(doors_settings)
+    reached(body["facts"], doors_settings)
 
 
 async def test_nats_get_memory_reaches_a_turn_only_through_the_entity_it_mentions(
@@ -145,9 +145,7 @@ async def test_nats_get_memory_reaches_a_turn_only_through_the_entity_it_mention
     await told(doors, group_id)
     body = await over_nats(doors, "get-memory", {"group_id": group_id, "max_facts": 10, "messages": [
         {"role_type": "user", "role": "Caroline", "content": QUESTION}]})
-    found = message_ids(body["facts"])
-    assert "m0" in found
-    assert ("m3" in found) == graph_on(doors_settings)
+    reached(body["facts"], doors_settings)
 
 
 async def test_mcp_search_memory_reaches_a_turn_only_through_the_entity_it_mentions(
@@ -159,9 +157,7 @@ async def test_mcp_search_memory_reaches_a_turn_only_through_the_entity_it_menti
         result = await client.call_tool("search_memory", {"query": QUESTION, "group_ids": [group_id],
                                                           "max_results": 10})
     assert not result.is_error, result.content
-    found = message_ids(result.structured_content["facts"])
-    assert "m0" in found
-    assert ("m3" in found) == graph_on(doors_settings)
+    reached(result.structured_content["facts"], doors_settings)
 
 
 async def test_the_plugin_enriches_a_request_with_a_turn_reached_through_the_graph(
