@@ -57,6 +57,9 @@ class Recipe:
     graph_node_cap: int = 50  # entities carried to the second hop, and turns and facts kept
     graph_ppr_alpha: float = 0.5  # personalized PageRank: probability of restarting at the seeds per step
     graph_time_budget_ms: float = 20.0  # no second hop once the first has taken this long
+    # SYNAPSE's per-community cap: seeds from one community (communities.md) past this many give way to the next
+    # strongest elsewhere, so one cluster's names do not take every seed (0: no cap)
+    graph_seeds_per_community: int = 0
 
 
 #: the recipe a recall uses when it names none (RecallQuery.recipe's default)
