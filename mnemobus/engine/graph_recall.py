@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +26,7 @@ import numpy as np
 
 from mnemobus.engine.recipes import Recipe
 from mnemobus.shared.groups import GroupId
+from mnemobus.store.communities import CommunityStore
 from mnemobus.store.contract import EntityLinks, GraphStore
 
 MODES = ("off", "bfs", "activation", "ppr")
@@ -180,11 +182,31 @@ def pagerank(graph: LocalGraph, recipe: Recipe) -> Activated:
     return Activated(episodes[: recipe.graph_node_cap], facts[: recipe.graph_node_cap])
 
 
-async def graph_rankings(store: GraphStore, group: GroupId, seeds: Mapping[str, float], as_of: datetime,
+async def chosen_seeds(store: GraphStore, group: GroupId, candidates: Mapping[str, float],
+                       recipe: Recipe) -> dict[str, float]:
+    """The `seed_entities` strongest candidates, at most `graph_seeds_per_community` of one community when that
+    cap is set and the store keeps communities (an entity in none counts alone)."""
+    ranked = sorted(candidates, key=lambda e: -candidates[e])
+    cap = recipe.graph_seeds_per_community
+    if cap <= 0 or not isinstance(store, CommunityStore):
+        return {e: candidates[e] for e in ranked[: recipe.seed_entities]}
+    community = await store.community_of(group, ranked)
+    taken: Counter[str] = Counter()
+    kept: dict[str, float] = {}
+    for e in ranked:
+        c = community.get(e, "entity:" + e)
+        if taken[c] < cap and len(kept) < recipe.seed_entities:
+            taken[c] += 1
+            kept[e] = candidates[e]
+    return kept
+
+
+async def graph_rankings(store: GraphStore, group: GroupId, candidates: Mapping[str, float], as_of: datetime,
                          recipe: Recipe) -> Activated:
-    """The recipe's graph mode from these seed entities (entity id -> fused score); nothing when off."""
-    if recipe.graph == "off" or not seeds:
+    """The recipe's graph mode from the query's entities (entity id -> fused score); nothing when off."""
+    if recipe.graph == "off" or not candidates:
         return Activated([], [])
+    seeds = await chosen_seeds(store, group, candidates, recipe)
     graph = await local_graph(store, group, seeds, as_of, recipe)
     if recipe.graph == "bfs":
         return by_hops(graph, recipe)

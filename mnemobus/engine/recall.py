@@ -112,7 +112,7 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
     seed_ids = sorted(seeds, key=lambda i: -seeds[i])[: recipe.seed_entities]
     activated = Activated([], [])
     if seed_ids and recipe.graph != "off":  # graph recall's facts take the walk's place (graph_recall.py)
-        activated = await graph_rankings(store, group, {e: seeds[e] for e in seed_ids}, as_of, recipe)
+        activated = await graph_rankings(store, group, seeds, as_of, recipe)  # it picks the seeds it walks from
         rankings.append(activated.facts)
         weights.append(recipe.graph_weight)
     elif seed_ids:

@@ -50,12 +50,16 @@ class Recipe:
     graph_per_entity: int = 20  # links read per entity (newest turns, most confident facts)
     graph_decay: float = 0.5  # activation kept per hop
     # lateral inhibition: share of the gap to each stronger top node subtracted (0: none). With 0.1 a turn one
-    # mention from a weak seed fell out whenever one turn held most of the activation (tests/api/test_graph_recall.py)
+    # mention from a weak seed fell out whenever one turn held most of the activation
+    # (tests/api/test_graph_recall_doors.py)
     graph_inhibition: float = 0.0
     graph_threshold: float = 0.05  # activation below this share of the strongest is dropped
     graph_node_cap: int = 50  # entities carried to the second hop, and turns and facts kept
     graph_ppr_alpha: float = 0.5  # personalized PageRank: probability of restarting at the seeds per step
     graph_time_budget_ms: float = 20.0  # no second hop once the first has taken this long
+    # SYNAPSE's per-community cap: seeds from one community (communities.md) past this many give way to the next
+    # strongest elsewhere, so one cluster's names do not take every seed (0: no cap)
+    graph_seeds_per_community: int = 0
 
 
 #: the recipe a recall uses when it names none (RecallQuery.recipe's default)

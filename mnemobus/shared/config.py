@@ -225,6 +225,8 @@ class RecallTuning(Section):
                                           "probability per step")
     graph_time_budget_ms: float | None = Field(default=None, ge=0, description="no second hop once the first has "
                                                "taken this long")
+    graph_seeds_per_community: int | None = Field(default=None, ge=0, le=50, description="at most this many of "
+                                                  "the graph's seed entities from one community (0: no cap)")
 
 
 class MemorySettings(Section):

@@ -52,3 +52,25 @@ def test_every_mode_keeps_at_most_the_node_cap() -> None:
 def test_bfs_gives_the_seeds_turns_before_those_one_fact_away() -> None:
     episodes = by_hops(hub_and_rare(), RECIPE).episodes
     assert episodes[-1] == "t_far" and len(episodes) == 22
+
+
+@pytest.mark.anyio
+async def test_seeds_past_the_per_community_cap_give_way_to_the_next_strongest_elsewhere(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    from mnemobus.engine.graph_recall import chosen_seeds
+    from mnemobus.store.communities import Community
+    from mnemobus.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "m.sqlite3")
+    await store.open()
+    now = datetime.now(UTC)
+    await store.write_communities("g", [Community("c1", "g", ("a", "b", "c"), "fp", "", None, now)], [], now)
+    candidates = {"a": 1.0, "b": 0.9, "c": 0.8, "x": 0.5, "y": 0.4, "z": 0.3}
+    three = replace(RECIPE, seed_entities=3)
+    try:
+        assert list(await chosen_seeds(store, "g", candidates, three)) == ["a", "b", "c"]
+        capped = await chosen_seeds(store, "g", candidates, replace(three, graph_seeds_per_community=1))
+        assert list(capped) == ["a", "x", "y"]
+    finally:
+        await store.close()
