@@ -225,6 +225,12 @@ class RecallTuning(Section):
                                           "probability per step")
     graph_time_budget_ms: float | None = Field(default=None, ge=0, description="no second hop once the first has "
                                                "taken this long")
+    communities: Literal["off", "on"] | None = Field(
+        default=None, description="community summaries as a recall signal: the facts of the communities whose "
+        "summaries are nearest the query join the ranking (off by default; README, Recall quality)")
+    community_weight: float | None = Field(default=None, ge=0, description="weight of the matched communities' facts")
+    min_community_similarity: float | None = Field(default=None, ge=-1, le=1, description="a summary further than "
+                                                   "this from the query matches nothing")
 
 
 class MemorySettings(Section):
