@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mnemobus.engine.embed import Embedder
+from mnemobus.engine.community_recall import community_ranking, matched
 from mnemobus.engine.graph_recall import Activated, graph_rankings
 from mnemobus.engine.promoted import promoted_for
 from mnemobus.engine.recipes import RECIPES, Recipe, recipe_named
@@ -30,6 +31,7 @@ from mnemobus.engine.text import query_terms
 from mnemobus.shared.errors import InvalidMessage
 from mnemobus.shared.groups import GroupId, InvalidGroupId, validate_group_id
 from mnemobus.shared.limits import MAX_QUERY_CHARS
+from mnemobus.store.communities import CommunityStore
 from mnemobus.store.contract import GraphStore, Hit, Standing, StoreReads
 from mnemobus.store.lifecycle import Promoted
 from mnemobus.store.model import Fact, Neighbour, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
@@ -91,6 +93,8 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
         calls["entities_text"] = lambda: store.search_entities_text(group, terms, recipe.seed_entities)
     if "graph" in fm and vector is not None:
         calls["entities_vector"] = lambda: store.search_entities_vector(group, vector, recipe.seed_entities)
+    if "graph" in fm and vector is not None and recipe.communities == "on" and isinstance(store, CommunityStore):
+        calls["communities"] = lambda: store.search_communities_vector(group, vector, recipe.community_matches)
     if "text" in em and terms:
         calls["episodes_text"] = lambda: store.search_episodes_text(group, terms, n_ep)
     if "vector" in em and vector is not None:
@@ -122,6 +126,12 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
         rankings.append([s.fact_id for s in sorted(
             steps, key=lambda s: (s.hop, -direct.get(s.fact_id, 0.0), -s.confidence))])
         weights.append(recipe.graph_weight)
+    if found.get("communities"):
+        ranking = await community_ranking(store, group, matched(found["communities"], recipe), seed_ids, as_of, recipe,
+                                          rrf(rankings, recipe.rrf_k, weights))
+        if ranking:
+            rankings.append(ranking)
+            weights.append(recipe.community_weight)
     fused = rrf(rankings, recipe.rrf_k, weights) if fm else {}
     best = sorted(fused, key=lambda i: -fused[i])[:n]
     ep_rankings = [ranked(m, recipe.min_episode_similarity if m == "episodes_vector" else None)

@@ -61,6 +61,14 @@ class Recipe:
     # strongest elsewhere, so one cluster's names do not take every seed (0: no cap)
     graph_seeds_per_community: int = 0
 
+    # community summaries as a recall signal (engine/community_recall.py): the facts of the communities whose
+    # summaries are nearest the query, one more ranking in the fusion; off by default (README, Recall quality)
+    communities: str = "off"  # off | on
+    community_weight: float = 0.5
+    community_matches: int = 2  # communities whose members' facts are ranked
+    community_members: int = 20  # members the walk starts from (the query's own matched entities first)
+    min_community_similarity: float = 0.3  # summaries further than this from the query match nothing
+
 
 #: the recipe a recall uses when it names none (RecallQuery.recipe's default)
 DEFAULT_RECIPE = "hybrid"

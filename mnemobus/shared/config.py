@@ -227,6 +227,12 @@ class RecallTuning(Section):
                                                "taken this long")
     graph_seeds_per_community: int | None = Field(default=None, ge=0, le=50, description="at most this many of "
                                                   "the graph's seed entities from one community (0: no cap)")
+    communities: Literal["off", "on"] | None = Field(
+        default=None, description="community summaries as a recall signal: the facts of the communities whose "
+        "summaries are nearest the query join the ranking (off by default; README, Recall quality)")
+    community_weight: float | None = Field(default=None, ge=0, description="weight of the matched communities' facts")
+    min_community_similarity: float | None = Field(default=None, ge=-1, le=1, description="a summary further than "
+                                                   "this from the query matches nothing")
 
 
 class MemorySettings(Section):

@@ -86,6 +86,10 @@ class CommunityStore(Protocol):
     async def search_communities_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
         """The communities whose summary vectors are nearest, best first (cosine)."""
 
+    async def community_members(self, group_id: GroupId, community_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """The members (sorted ids) of each named community of the group that exists: what recall walks from
+        when a community's summary matched the query."""
+
     async def graph_stats(self, group_id: GroupId) -> GraphStats: ...
 
 

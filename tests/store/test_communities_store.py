@@ -59,6 +59,17 @@ async def test_written_communities_read_back_with_members_summary_and_vector(sto
         ids["alice"]: work.id, ids["berlin"]: place.id}
 
 
+async def test_community_members_reads_the_members_of_the_named_communities_of_the_group_only(
+        store: GraphStore, group: GroupId, other_group: GroupId) -> None:
+    g = await alice_graph(store, group)
+    alice, acme, coffee = g["alice"].id, g["acme"].id, g["coffee"].id  # type: ignore[attr-defined]
+    first, second = community(group, "one", [acme, alice]), community(group, "two", [coffee])
+    await store.write_communities(group, [first, second], [], AT)  # type: ignore[attr-defined]
+    got = await store.community_members(group, [first.id, "no such community"])  # type: ignore[attr-defined]
+    assert got == {first.id: tuple(sorted([alice, acme]))}
+    assert await store.community_members(other_group, [first.id, second.id]) == {}  # type: ignore[attr-defined]
+
+
 async def test_putting_an_entity_in_a_community_takes_it_out_of_another_and_drop_removes(
         store: GraphStore, group: GroupId) -> None:
     g = await alice_graph(store, group)

@@ -103,6 +103,12 @@ class Neo4jCommunities:
             g=group_id)
         return nearest_communities([(r["id"], np.asarray(r["emb"], np.float32)) for r in rows], vector, limit)
 
+    async def community_members(self, group_id: GroupId, community_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        rows = await self._read_rows(  # type: ignore[attr-defined]
+            "UNWIND $ids AS cid MATCH (c:Community {id: cid, group_id: $g})-[:HAS_MEMBER]->(e:Entity) "
+            "WITH c, e ORDER BY e.id RETURN c.id AS c, collect(e.id) AS members", g=group_id, ids=list(community_ids))
+        return {r["c"]: tuple(r["members"]) for r in rows}
+
     async def graph_stats(self, group_id: GroupId) -> GraphStats:
         rows = await self._read_rows(  # type: ignore[attr-defined]
             "CALL { MATCH (n:Entity {group_id: $g}) RETURN count(n) AS entities } "

@@ -137,6 +137,22 @@ class SqliteCommunities:
 
         return await self._read(q)  # type: ignore[attr-defined]
 
+    async def community_members(self, group_id: GroupId, community_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        ids = list(community_ids)
+
+        def q(c: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+            found: dict[str, list[str]] = {}
+            for i in range(0, len(ids), 500):
+                part = ids[i:i + 500]
+                for cid, eid in c.execute(
+                        "SELECT m.community_id, m.entity_id FROM community_members m JOIN entities e ON e.id = m.entity_id"
+                        f" WHERE m.group_id = ? AND m.community_id IN ({','.join('?' * len(part))}) ORDER BY m.entity_id",
+                        (group_id, *part)):
+                    found.setdefault(cid, []).append(eid)
+            return {cid: tuple(members) for cid, members in found.items()}
+
+        return await self._read(q)  # type: ignore[attr-defined]
+
     async def graph_stats(self, group_id: GroupId) -> GraphStats:
         def q(c: sqlite3.Connection) -> GraphStats:
             one: Callable[[str], int] = lambda sql: c.execute(sql, (group_id,)).fetchone()[0]  # noqa: E731
