@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 TEST_PREREQS :=
+# pytest-xdist workers for `make test` (docs/testing.md); TEST_WORKERS=0 runs the tests one at a time
+TEST_WORKERS ?= 4
 BENCHES :=
 -include mk/*.mk
 .DEFAULT_GOAL := run
@@ -27,7 +29,7 @@ run: $(STAMP)
 	$(BIN)/mnemobus run --demo
 
 test: $(STAMP) $(TEST_PREREQS)
-	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # every bench writes bench/results/<bench>.json (QUICK=1: bench/results/quick/, not committed); then the report,
 # and last the gate: each request-path figure beside its budget (bench/budget.json), non-zero when one is over by >15%

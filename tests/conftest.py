@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mnemobus.kernel.testing import run_dir
 from mnemobus.shared.config import Settings
 
 
@@ -41,5 +42,8 @@ def settings(tmp_path: Path, fresh_nats_url: str, users_file: Path) -> Settings:
 
 @pytest.fixture(scope="session")
 def static_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One static embedding table per test session: building it costs tens of seconds."""
-    return tmp_path_factory.mktemp("static-embeddings")
+    """One static embedding table per test run, whichever xdist worker needs it first (StaticEmbedder's file lock
+    makes the others wait for its build): building it costs tens of seconds."""
+    path = run_dir(tmp_path_factory) / "static-embeddings"
+    path.mkdir(exist_ok=True)
+    return path

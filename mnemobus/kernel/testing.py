@@ -1,4 +1,4 @@
-"""pytest plugin: one real nats-server per test session, an empty JetStream per test.
+"""pytest plugin: one real nats-server per test session, an empty JetStream per test; the run's workers.
 
 Starting a server per test cost a third of a second each, 177 times. Tests run
 one at a time, so a test's only trace on a shared server is its streams (core
@@ -7,11 +7,25 @@ before the test. `--nats-url` uses a running server instead (a server for
 tests only: its streams are deleted before every test); tests that stop,
 restart or configure the server carry `@pytest.mark.own_server` and start one
 of their own.
+
+Under pytest-xdist (`make test` runs `-n 4`, `--dist loadfile` from
+pyproject.toml) every worker is a session of its own (its own nats-server, one
+test at a time), so the above holds per worker, and a test file is one unit of
+work (its tests run in order on one worker, its module fixtures start once).
+What the workers share is the run's folder (`run_dir`): the one Neo4j
+(kernel/neo4j_shared.py), the static embedding table, and locks: `run_lock`
+for a resource of fixed name, and the mark `exclusive` for a test no other
+test may run beside (it reads or changes state all tests share, such as the
+Neo4j erasure journal). docs/testing.md says how a new test stays safe beside
+the others.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -31,6 +45,75 @@ OWN_SERVER_SKIP = ("needs a nats-server of its own (it stops, restarts or config
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--nats-url", default=None, help="use this running nats-server instead of starting one "
                      "(a server for tests only: every stream on it is deleted before each test)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "exclusive: no other test of the run runs beside this one (it reads or "
+                            "changes state every test shares, e.g. the Neo4j erasure journal)")
+    workers = getattr(config.option, "numprocesses", None)
+    if config.getoption("--nats-url") and workers:
+        # every test deletes every stream of the server it is given: two workers on one server would delete
+        # each other's streams part-way through a test
+        raise pytest.UsageError("--nats-url runs the tests one at a time on that server: add -n 0 "
+                                "(`make test TEST_WORKERS=0 PYTEST_ARGS=--nats-url=...`)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: files with a test marked `slow` first, then the others by number of tests, so the
+    longest files (the chaos tests take minutes) start at once rather than last; a file's tests keep their order.
+    Every worker sorts alike, so their collections agree; `--no-loadscope-reorder` makes xdist keep this order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    slow = {f for f, its in files.items() if any(i.get_closest_marker("slow") for i in its)}
+    order = sorted(files, key=lambda f: (f not in slow, -len(files[f])))  # stable: ties keep collection order
+    items[:] = [item for f in order for item in files[f]]
+
+
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder every worker of this run shares (the session's own folder when pytest runs alone)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def run_owner_pid() -> int:
+    """The process whose exit ends the run: the xdist controller (every worker's parent), or this pytest."""
+    return os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+
+
+@contextlib.contextmanager
+def _flock(path: Path, how: int) -> Iterator[None]:
+    with path.open("a") as f:
+        fcntl.flock(f, how)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def run_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
+    """Hold the run's lock called `name`: tests on other workers that use a resource of fixed name (a group every
+    one of them writes on the shared Neo4j) take it in turns."""
+    with _flock(run_dir(tmp_path_factory) / f"{name}.lock", fcntl.LOCK_EX):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every test holds the run's lock shared, an `exclusive` test holds it alone. The gate lets an exclusive
+    test that waits keep new tests from starting, so it is not starved by the other workers' overlapping ones."""
+    root = run_dir(tmp_path_factory)
+    alone = request.node.get_closest_marker("exclusive") is not None
+    with _flock(root / "turn.gate", fcntl.LOCK_EX):
+        lock = _flock(root / "turn.lock", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        lock.__enter__()
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 @pytest.fixture

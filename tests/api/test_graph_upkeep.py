@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from tests.api.conftest import Api
 from tests.store.conftest import neo4j_uri  # noqa: F401 - the session's Neo4j, for the neo4j half
 
 pytestmark = pytest.mark.anyio
-GROUP = "user_upkeep"
+GROUP = f"upkeep-{uuid.uuid4().hex[:10]}"  # per run and worker: the Neo4j is shared by the run's workers
 EVERY = 6
 
 
@@ -36,7 +37,7 @@ async def upkeep_api(request: pytest.FixtureRequest, settings: Settings) -> Asyn
     s = Settings.model_validate({**settings.model_dump(), "store": store,
                                  "communities": {"refresh_every_episodes": EVERY, "time_budget_s": 30}})
     async with open_runtime(s) as rt:
-        await rt.engine.store.delete_group(GROUP)  # the session's Neo4j may hold an earlier run's group
+        await rt.engine.store.delete_group(GROUP)  # an earlier test of this file left it on the run's Neo4j
         async with anyio.create_task_group() as tg:
             await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
             api_config = ApiSettings(port=0, drain_timeout_s=2)

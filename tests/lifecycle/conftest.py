@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 from mnemobus.shared import subjects
 from mnemobus.api.service import EXTRA_URL, run_api
 from mnemobus.kernel.app import open_runtime, serve
+from mnemobus.kernel.testing import run_lock
 from mnemobus.shared.config import Settings
 from plugins.echo import EchoExecutor
 from plugins.memory import MemoryPlugin
@@ -43,8 +44,10 @@ def users_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(settings: Settings, backend: str, request: pytest.FixtureRequest) -> Settings:
-    """The suite's settings on the test's store, scheduled upkeep off unless a test turns it on."""
+def settings(settings: Settings, backend: str, request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """The suite's settings on the test's store, scheduled upkeep off unless a test turns it on. On Neo4j the test
+    holds the run's lock on PEOPLE's groups: the server is shared by every xdist worker of the run."""
     update: dict[str, Any] = {"retention": settings.retention.model_copy(update={"scheduled": False}),
                               "decay": settings.decay.model_copy(update={"scheduled": False}),
                               # what reaches the agent is under test, not recall's speed: a first recall on a Neo4j just started took 24 s
@@ -54,7 +57,11 @@ def settings(settings: Settings, backend: str, request: pytest.FixtureRequest) -
         update["store"] = settings.store.model_copy(update={
             "backend": "neo4j", "neo4j": settings.store.neo4j.model_copy(
                 update={"uri": request.getfixturevalue("neo4j_uri")})})
-    return settings.model_copy(update=update)
+    if backend != "neo4j":
+        yield settings.model_copy(update=update)
+        return
+    with run_lock(tmp_path_factory, "neo4j-people"):
+        yield settings.model_copy(update=update)
 
 
 async def _empty(store: Any) -> None:

@@ -1,12 +1,13 @@
 """Store fixtures: one real store per backend, fresh group ids per test.
 
-`neo4j_uri` is the session's Neo4j: the server named by NEO4J_URI, or a local
-Neo4j 5.26 started once per session by mnemobus.kernel.neo4j_local (jars fetched by
-Maven if missing). It never skips: a Neo4j that cannot start fails the run and
+`neo4j_uri` is the run's Neo4j: the server named by NEO4J_URI, or a local
+Neo4j 5.26 started once per run by mnemobus.kernel.neo4j_shared, however many
+xdist workers share it (jars fetched by Maven if missing). It never skips: a Neo4j that cannot start fails the run and
 says why, so the Neo4j half of the conformance suite cannot silently vanish.
 
 Community Edition has one database, so tests isolate by group id instead of
-restarting the server; the groups a test used are deleted afterwards.
+restarting the server (tests on other workers write beside them at the same
+moment); the groups a test used are deleted afterwards.
 """
 
 from __future__ import annotations
@@ -27,24 +28,21 @@ BACKENDS = ("sqlite", "neo4j")
 
 
 @pytest.fixture(scope="session")
-def neo4j_uri() -> Iterator[str]:
-    """Bolt URI of a live Neo4j for this session; fails (never skips) when there is none."""
+def neo4j_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Bolt URI of a live Neo4j for this run (one server for all xdist workers); fails (never skips) when there is
+    none."""
     env = os.environ.get("NEO4J_URI")
     if env:
-        yield env
-        return
-    from mnemobus.kernel.neo4j_local import LocalNeo4j, LocalNeo4jError, ensure_jars
+        return env
+    from mnemobus.kernel.neo4j_local import LocalNeo4jError, ensure_jars
+    from mnemobus.kernel.neo4j_shared import shared_uri
+    from mnemobus.kernel.testing import run_dir, run_owner_pid
 
     try:
         ensure_jars()
-        server = LocalNeo4j()
-        server.start()
+        return shared_uri(run_dir(tmp_path_factory), run_owner_pid())
     except LocalNeo4jError as exc:
         pytest.fail(f"the local Neo4j could not start (set NEO4J_URI to use another server): {exc}", pytrace=False)
-    try:
-        yield server.uri
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -63,6 +63,8 @@ async def test_a_fault_part_way_through_erasing_several_groups_leaves_every_grou
         await store.close()
 
 
+# any store opened meanwhile (tests on other workers open them all the time) would finish the journal part-way
+@pytest.mark.exclusive
 async def test_a_journalled_erasure_cut_short_is_finished_when_the_store_is_next_opened(
         neo4j_uri: str, new_group: Callable[[str], GroupId], monkeypatch: pytest.MonkeyPatch) -> None:
     groups = [new_group("journal") for _ in range(2)]
