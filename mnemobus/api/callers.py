@@ -29,6 +29,7 @@ class Caller:
     keyed: bool = False
     bus_role: bool = False
     mcp_admin: str | None = None  # an MCP client whose token mcp.clients marks admin (the MCP door checked it)
+    mcp_client: str | None = None  # the MCP client the request came from, admin or not
 
 
 class WrongKey(Exception):

@@ -6,7 +6,8 @@ functions here, as the other operations go through `MemoryService`.
 Who may promote into a user's scope follows `/memory clear`: the actor must be proven (the owner of the API key
 the request carries, or the word of the operator role on a bus enforcing permissions; `callers.proven_actor`),
 and must be the user named, or an admin of users.yaml acting for them. A claim alone never writes into
-someone's memory.
+someone's memory. Over MCP, an admin token (as for `clear_group`) promotes for any user it names; another token
+only into the memory of the user it acts as (`mcp.clients[].user`), and nowhere when it acts as no one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from mnemobus.api.callers import current_caller, proven_actor
 from mnemobus.api.core import Forbidden, MemoryService, NotFound
+from mnemobus.api.erasure_rights import BY_MCP_TOKEN
 from mnemobus.api.models import Body, DeleteResult, GroupIdField
 from mnemobus.engine.recall import checked_groups
 from mnemobus.engine.retention import cutoff_note, evict_groups, lifecycle_of, policy_of
@@ -114,9 +116,19 @@ async def promote(svc: MemoryService, q: PromoteRequest, *, claimed: str | None 
     """Store a promoted memory for a proven actor; `claimed` is whom a chat request's source resolves to."""
     metrics = svc.rt.metrics.lifecycle
     try:
-        actor, proof = proven_actor(current_caller.get(), q.actor or claimed)
+        caller = current_caller.get()
+        if caller.mcp_admin is not None:  # an admin MCP token, its own proof: for any user it names
+            actor, proof = f"mcp:{caller.mcp_admin}", BY_MCP_TOKEN
+            if not q.user_id:
+                raise InvalidMessage("missing_user", "an admin MCP client promotes for a user of users.yaml: name "
+                                     "them (user_id)")
+        elif caller.mcp_client is not None and caller.owner is None:
+            raise Forbidden(f"MCP client {caller.mcp_client!r} is not admin and acts as no user of users.yaml "
+                            "(mcp.clients[].user): it may promote into no one's memory")
+        else:
+            actor, proof = proven_actor(caller, q.actor or claimed)
         target = q.user_id or actor
-        if target != actor:
+        if target != actor and caller.mcp_admin is None:
             who = svc.rt.identity.user(actor)
             if who is None or not who.admin:
                 raise Forbidden(f"{actor!r} may promote into their own memory only; {target!r} is someone else "

@@ -49,6 +49,7 @@ TimeArg = Annotated[datetime | None, Field(description="ISO 8601 time with a zon
 class Caller:
     name: str
     admin: bool
+    user: str | None = None  # the users.yaml user a client's token acts as (mcp.clients[].user)
 
 
 class Unauthorized(Exception):
@@ -67,7 +68,7 @@ def caller_from(headers: Mapping[str, str] | None, settings: Settings) -> Caller
             return Caller("api-key", True)
         for client in settings.mcp.clients:
             if secrets.compare_digest(given.encode(), client.token.get_secret_value().encode()):
-                return Caller(client.name, client.admin)
+                return Caller(client.name, client.admin, client.user)
     raise Unauthorized("missing or unknown bearer token")
 
 
@@ -114,7 +115,9 @@ def build_server(svc: MemoryService, settings: Settings, metrics: PipelineMetric
             raise ToolError(f"403: {tool} is for admin clients; {caller.name!r} is not one")
         model, op = ops[endpoint]
         # the operation reads who asks from current_caller (an erasure checks and audits it): this door's own proof
-        proven = current_caller.set(ProvenCaller(mcp_admin=caller.name if caller.admin else None))
+        # (an admin token is its own proof; a non-admin one proves the users.yaml user it acts as, if any)
+        proven = current_caller.set(ProvenCaller(mcp_admin=caller.name if caller.admin else None,
+                                                 owner=None if caller.admin else caller.user, mcp_client=caller.name))
         try:
             reply: BaseModel = await op(model.model_validate({k: v for k, v in args.items() if v is not None}))
         except ValidationError as exc:
@@ -221,6 +224,29 @@ def build_server(svc: MemoryService, settings: Settings, metrics: PipelineMetric
                           ctx: Context | None = None) -> dict[str, Any]:
         """Forget one fact; a fact it had ended is true again."""
         return await run("delete_fact", "delete-fact", {"uuid": uuid}, ctx)
+
+    @server.tool()
+    async def promote_memory(
+            text: Annotated[str, Field(description="what must never be forgotten, in the words it was said")],
+            kind: Annotated[Literal["decision", "lesson", "preference", "procedure"], Field(description="what it is")],
+            scope: Annotated[Literal["user", "workspace", "session"], Field(
+                description="user: all of the user's memory; workspace: the user's with one agent; session: one "
+                            "conversation")] = "user",
+            user_id: Annotated[str | None, Field(description="whose memory (a user of users.yaml); default: the "
+                                                             "user this client acts as")] = None,
+            agent_id: Annotated[str | None, Field(description="scope workspace: the agent")] = None,
+            session: Annotated[str | None, Field(description="scope session: the conversation (channel id)")] = None,
+            ctx: Context | None = None) -> dict[str, Any]:
+        """Mark a memory as one that must never be forgotten: it is recalled first, never decays and is never
+        evicted. Who may: an admin client for any user; another client only into the memory of the user its
+        token acts as (as /memory clear decides who may erase)."""
+        return await run("promote_memory", "promote", {"text": text, "kind": kind, "scope": scope, "user_id": user_id,
+                                                       "agent_id": agent_id, "session": session}, ctx)
+
+    @server.tool()
+    async def list_promoted(group_id: GroupIdArg, ctx: Context | None = None) -> dict[str, Any]:
+        """The group's promoted memories (never forgotten), oldest first, with kind, scope, author and time."""
+        return await run("list_promoted", "promoted", {"group_id": group_id}, ctx)
 
     @server.tool()
     async def clear_group(group_id: GroupIdArg, ctx: Context | None = None) -> dict[str, Any]:

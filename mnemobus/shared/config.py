@@ -392,6 +392,9 @@ class McpClient(Section):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     token: SecretStr = Field(description="at least 16 characters; from the environment or a secrets file")
     admin: bool = Field(default=False, description="may clear a group")
+    user: str | None = Field(default=None, min_length=1, max_length=64, description="the users.yaml user this token "
+                             "acts as (a non-admin token promotes into that user's memory only; without one it "
+                             "promotes nowhere)")
 
     @field_validator("token")
     @classmethod

@@ -58,7 +58,8 @@ async def test_every_tool_is_listed_with_a_description_for_the_model(mcp_url: st
     async with _over_http(mcp_url, READER_TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {"add_memory", "search_memory", "search_entities", "entity_neighbourhood", "fact_history",
-                          "graph_as_of", "get_episodes", "delete_episode", "delete_fact", "clear_group"}
+                          "graph_as_of", "get_episodes", "delete_episode", "delete_fact", "clear_group",
+                          "promote_memory", "list_promoted"}
     assert all(len(t.description or "") > 40 for t in tools.values())
 
 
@@ -154,7 +155,7 @@ async def test_over_stdio_the_handshake_does_not_wait_for_a_first_embedding_tabl
     with log_path.open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             tools = (await client.list_tools()).tools
-            assert len(tools) == 10
+            assert len(tools) == 12
             assert not list(cache.glob("*.npy")), "the table was built before the handshake was answered"
             with anyio.fail_after(120):
                 while "static embedding table: " not in log_path.read_text():
