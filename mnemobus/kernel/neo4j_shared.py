@@ -83,21 +83,15 @@ def shared_uri(run_dir: Path, owner_pid: int, timeout_s: float = 240.0) -> str:
 
 def keep(state: Path, owner_pid: int) -> int:
     """Start the server, publish its address in `state`, stop it when `owner_pid` exits (or on SIGTERM)."""
-    stop = False
-
-    def _on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    # a signal leaves the wait below as an exit, through the `with` that stops the server
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
         with LocalNeo4j() as neo:
             tmp = state.with_suffix(".tmp")
             tmp.write_text(json.dumps({"uri": neo.uri, "keeper": os.getpid()}))
             tmp.replace(state)  # readers see the whole address or none
             print(f"Neo4j on {neo.uri} in {neo.started_in_s:.1f} s for the run of pid {owner_pid}", flush=True)
-            while not stop and _alive(owner_pid):
+            while _alive(owner_pid):
                 if neo.proc is None or neo.proc.poll() is not None:
                     print("Neo4j exited unexpectedly\n" + neo.log_tail(), flush=True)
                     return 1

@@ -59,16 +59,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker: files with a test marked `slow` first, then the others by number of tests, so the
-    longest files (the chaos tests take minutes) start at once rather than last; a file's tests keep their order.
-    Every worker sorts alike, so their collections agree; `--no-loadscope-reorder` makes xdist keep this order."""
+    """On an xdist worker: files with a test marked `slow` first, so the longest (minutes) do not start last; then
+    the others by number of tests; last the files whose tests are all `exclusive` (the chaos tests): the other
+    workers wait while one runs, and at the end they have nothing left to do anyway. A file's tests keep their
+    order. Every worker sorts alike, so their collections agree; `--no-loadscope-reorder` keeps this order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    slow = {f for f, its in files.items() if any(i.get_closest_marker("slow") for i in its)}
-    order = sorted(files, key=lambda f: (f not in slow, -len(files[f])))  # stable: ties keep collection order
+
+    def rank(f: str) -> int:
+        if all(i.get_closest_marker("exclusive") for i in files[f]):
+            return 2
+        return 0 if any(i.get_closest_marker("slow") for i in files[f]) else 1
+
+    order = sorted(files, key=lambda f: (rank(f), -len(files[f])))  # stable: ties keep collection order
     items[:] = [item for f in order for item in files[f]]
 
 

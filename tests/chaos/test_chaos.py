@@ -24,7 +24,9 @@ from mnemobus.bus.cluster import stream_leader
 from tests.chaos.chaos_support import (Chaos, Client, Load, broken_chains, dead_letters_of, outbox_depth, record,
                                        stored_exactly, wait_stored)
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.own_server, pytest.mark.neo4j]
+# exclusive: 3 nats-servers, 4 role processes and a Neo4j under a steady load need the two cores to themselves to
+# recover within RECOVERY_LIMIT_S; beside three other workers they did not (0 of 192 episodes in 120 s)
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.own_server, pytest.mark.neo4j, pytest.mark.exclusive]
 
 RATE_HZ = 6.0
 LOAD_S = 16.0

@@ -1,6 +1,7 @@
 """How `make test` spreads tests over pytest-xdist workers (mnemobus/kernel/testing.py), shown on a small suite of
 its own run the way `make test` runs ours: a file's tests run in order on one worker, a file with a `slow` test is
-handed out first, and an `exclusive` test runs while no other test of the run does."""
+handed out first and one whose tests are all `exclusive` last, and an `exclusive` test runs while no other test of
+the run does."""
 
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ SUITE = {
     # takes the exclusive test while y's and z's still run
     **{f"test_{f}.py": "".join(f"def test_{f}{i}():\n    record('{f}{i}', {hold})\n" for i in range(6))
        for f, hold in (("x", 0.05), ("y", 0.25), ("z", 0.3))},
-    "test_alone.py": "@pytest.mark.exclusive\ndef test_alone():\n    record('alone', 0.5)\n",
+    "test_alone.py": "def test_first():\n    record('first', 0.05)\n"
+                     "@pytest.mark.exclusive\ndef test_alone():\n    record('alone', 0.5)\n",
+    # first in collection order, every test exclusive: handed out last
+    "test_all_alone.py": "@pytest.mark.exclusive\ndef test_late():\n    record('late', 0.05)\n",
     # last in collection order, one test: handed out last but for its mark
     "test_zslow.py": "@pytest.mark.slow\ndef test_slow():\n    record('slow', 0.1)\n",
 }
@@ -57,7 +61,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
 
 
 def test_the_tests_of_one_file_run_in_order_on_one_worker(run: list[dict[str, object]]) -> None:
-    assert len(run) == 20
+    assert len(run) == 22
     for f in "xyz":
         mine = [r for r in run if str(r["test"]).startswith(f)]
         assert len({r["worker"] for r in mine}) == 1
@@ -66,7 +70,7 @@ def test_the_tests_of_one_file_run_in_order_on_one_worker(run: list[dict[str, ob
 
 def test_an_exclusive_test_runs_while_no_other_test_does(run: list[dict[str, object]]) -> None:
     span = next(r for r in run if r["test"] == "alone")
-    others = [r for r in run if r["test"] not in ("alone", "slow")]
+    others = [r for r in run if str(r["test"])[0] in "xyz"]
     assert [r["test"] for r in others if r["start"] < span["end"] and r["end"] > span["start"]] == []
     # the other files' tests did run at the same time as each other: the run was parallel
     assert any(a["worker"] != b["worker"] and a["start"] < b["end"] and a["end"] > b["start"]
@@ -86,3 +90,10 @@ def test_a_nats_server_of_ones_own_is_refused_with_workers_naming_the_way_to_run
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == pytest.ExitCode.USAGE_ERROR
     assert "--nats-url runs the tests one at a time" in done.stderr and "TEST_WORKERS=0" in done.stderr
+
+
+def test_a_file_whose_tests_are_all_exclusive_is_handed_out_last(run: list[dict[str, object]]) -> None:
+    late = next(r for r in run if r["test"] == "late")
+    # every other file had started (its tests go on on their workers meanwhile, waiting for the exclusive one)
+    firsts = ("x0", "y0", "z0", "first", "slow")
+    assert [r["test"] for r in run if r["test"] in firsts and r["start"] > late["start"]] == []

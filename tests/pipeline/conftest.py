@@ -49,7 +49,9 @@ async def ask(rt: Runtime, req: SkillRequest, timeout: float = 10) -> dict:
     return json.loads(msg.data)
 
 
-async def wait_for_episodes(rt: Runtime, group: str, n: int, timeout: float = 10) -> int:
+async def wait_for_episodes(rt: Runtime, group: str, n: int, timeout: float = 30) -> int:
+    """The group's episode count once it reaches `n` (at once when it does), or what it is after `timeout`: the
+    deadline only bounds a failing test (a 64 kB episode took over 10 s with four test workers on two busy cores)."""
     count = 0
     with anyio.move_on_after(timeout):
         while (count := await rt.engine.store.count_episodes(group)) < n:
