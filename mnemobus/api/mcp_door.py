@@ -65,7 +65,7 @@ def caller_from(headers: Mapping[str, str] | None, settings: Settings) -> Caller
     if given:
         if (key := settings.api.api_key) is not None and secrets.compare_digest(given.encode(),
                                                                               key.get_secret_value().encode()):
-            return Caller("api-key", True)
+            return Caller("api-key", False)  # shared by every client: lets one in, proves no one (as over HTTP)
         for client in settings.mcp.clients:
             if secrets.compare_digest(given.encode(), client.token.get_secret_value().encode()):
                 return Caller(client.name, client.admin, client.user)

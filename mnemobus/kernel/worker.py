@@ -306,7 +306,8 @@ class EpisodeWorker:
             await msg.ack()
             return
         if isinstance(outcome, BaseException):
-            log.error("ingest failed unexpectedly for an episode on %s: %s: %s", msg.subject, type(outcome).__name__, outcome)
+            log.error("ingest failed unexpectedly for an episode on %s: %s: %s", msg.subject, type(outcome).__name__, outcome,
+                      exc_info=outcome)
             await self._retry_or_give_up(msg, "ingest_error", f"{type(outcome).__name__}: {outcome}", attempts)
             return
         await msg.ack()

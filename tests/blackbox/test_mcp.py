@@ -23,14 +23,16 @@ from tests.blackbox.conftest import ROOT, free_port, service_env, service_proces
 pytestmark = pytest.mark.anyio
 ADMIN_TOKEN = "admin-token-0123456789"
 READER_TOKEN = "reader-token-0123456789"
+SHARED_KEY = "shared-api-key-0123456789"  # api.api_key: lets a client in, proves no one
 
 
 @pytest.fixture(scope="module")
 def mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("mcp")
     port = free_port()
-    env = service_env(home, MNEMOBUS_MCP__PORT=str(port), MNEMOBUS_API__API_KEY=ADMIN_TOKEN,
-                      MNEMOBUS_MCP__CLIENTS=json.dumps([{"name": "reader", "token": READER_TOKEN}]))
+    env = service_env(home, MNEMOBUS_MCP__PORT=str(port), MNEMOBUS_API__API_KEY=SHARED_KEY,
+                      MNEMOBUS_MCP__CLIENTS=json.dumps([{"name": "reader", "token": READER_TOKEN},
+                                                        {"name": "ops", "token": ADMIN_TOKEN, "admin": True}]))
     with service_process(home, "mcp", env=env, port=port, ready_path="/mcp", ready_status=401) as url:
         yield f"{url}/mcp"
 
@@ -95,6 +97,14 @@ async def test_clearing_a_group_is_refused_to_a_client_that_is_not_admin(mcp_url
     async with _over_http(mcp_url, READER_TOKEN) as client:
         refused = await client.call_tool("clear_group", {"group_id": "mcp_http"})
     assert refused.is_error and "403" in _text(refused)
+
+
+async def test_the_shared_api_key_lets_a_client_in_but_may_not_clear_a_group(mcp_url: str) -> None:
+    async with _over_http(mcp_url, SHARED_KEY) as client:
+        listed = await client.call_tool("get_episodes", {"group_id": "mcp_shared_key"})
+        refused = await client.call_tool("clear_group", {"group_id": "mcp_shared_key"})
+    assert not listed.is_error
+    assert refused.is_error and "403" in _text(refused) and "api-key" in _text(refused)
 
 
 async def test_an_admin_clears_a_group_and_its_memory_is_gone(mcp_url: str) -> None:

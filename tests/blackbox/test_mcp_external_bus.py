@@ -89,9 +89,9 @@ METRICS_PORT = free_port()
 def mcp_on_external_bus(external_bus: tuple[str, Path]) -> Iterator[str]:
     url, home = external_bus
     port = free_port()
-    env = bus_env(url, home, MNEMOBUS_MCP__PORT=str(port), MNEMOBUS_API__API_KEY=ADMIN_TOKEN,
-                  MNEMOBUS_METRICS__PORT=str(METRICS_PORT),
-                  MNEMOBUS_MCP__CLIENTS=json.dumps([{"name": "reader", "token": READER_TOKEN}]))
+    env = bus_env(url, home, MNEMOBUS_MCP__PORT=str(port), MNEMOBUS_METRICS__PORT=str(METRICS_PORT),
+                  MNEMOBUS_MCP__CLIENTS=json.dumps([{"name": "reader", "token": READER_TOKEN},
+                                                    {"name": "ops", "token": ADMIN_TOKEN, "admin": True}]))
     with service_process(home, "mcp", env=env, port=port, ready_path="/mcp", ready_status=401) as base:
         yield f"{base}/mcp"
 
