@@ -206,6 +206,15 @@ class Ingestor:
         self.meaning = meaning  # the semantic fallback for relations the table does not name (relation_meaning.py)
         self.observers: list[ExtractionObserver] = []
 
+    async def _canonical(self, extractions: list[Extraction]) -> list[Extraction]:
+        """Relations mapped to the table's; with the semantic fallback in a thread: its model loads on the first
+        batch a process ingests (a process that only recalls, the plugin, never pays its ~0.9 s and ~280 MB) and
+        each new name is embedded off the event loop."""
+        if self.meaning is None or not extractions:
+            return [canonical_extraction(x, None) for x in extractions]
+        meaning = self.meaning
+        return await anyio.to_thread.run_sync(lambda: [canonical_extraction(x, meaning) for x in extractions])
+
     async def ingest(self, episode: Episode) -> IngestOutcome:
         result = (await self.ingest_many([episode]))[0]
         if isinstance(result, BaseException):
@@ -248,13 +257,15 @@ class Ingestor:
                 continue
             fresh.append((slot, episode, has_injection_markers(episode.content)))
         extractions = await self._extract([ep for _, ep, screened in fresh if not screened])
-        prepared: list[_Prepared] = []
+        read: list[tuple[int, Episode, bool, Extraction]] = []
         for slot, episode, screened in fresh:
             extraction = Extraction() if screened else extractions.pop(0)
             if isinstance(extraction, Exception):  # one bad episode must not sink the batch
                 results[slot] = extraction
                 continue
-            prepared.append(_Prepared(slot, episode, screened, canonical_extraction(extraction, self.meaning)))
+            read.append((slot, episode, screened, extraction))
+        canon = await self._canonical([r[3] for r in read])
+        prepared = [_Prepared(slot, episode, screened, c) for (slot, episode, screened, _), c in zip(read, canon, strict=True)]
         try:
             await self._embed(prepared)
         except Exception as exc:  # noqa: BLE001 - without vectors none of them can be written as designed

@@ -110,11 +110,6 @@ class RelationMeaning:
             self._owner = np.asarray(owner)
         return self._vectors, self._owner
 
-    def warm(self) -> None:
-        """Load the model and embed the relations' phrases now (start-up), not on the first unknown relation."""
-        with self._lock:
-            self._prototypes()
-
     def nearest(self, relation: str, object_type: str = UNTYPED) -> str | None:
         """The canonical relation an unknown name means, when one is near enough and fits the object; else None."""
         if not mappable(relation):

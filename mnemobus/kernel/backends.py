@@ -50,9 +50,7 @@ async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None)
     extractor = extensions.extractors()[settings.extraction.extractor](settings, ParsedExtractor(), metrics)
     store = build_store(settings, embedder.dim)
     await store.open()
-    meaning = relation_meaning(settings)
-    if meaning is not None:  # the model loads and the relations' phrases are embedded here, off the event loop
-        await anyio.to_thread.run_sync(meaning.warm)
+    meaning = relation_meaning(settings)  # its model loads when the process first ingests (Ingestor._canonical)
     return MemoryEngine(store, extractor, embedder,
                         recipes=tuned(settings.memory.recall.model_dump(exclude_unset=True)),
                         meaning=meaning.nearest if meaning is not None else None)

@@ -3,12 +3,19 @@ on the local sentence model; names that hold a past, a plan or another meaning k
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
 
-from mnemobus.engine.embed import CachedEmbedder, LocalOnnxEmbedder
+from mnemobus.engine.embed import MODELS, CachedEmbedder, LocalOnnxEmbedder
 from mnemobus.engine.extract import ExtractedEntity, ExtractedFact, Extraction
 from mnemobus.engine.relation_meaning import THRESHOLD, RelationMeaning, said_now
 from mnemobus.engine.relations import canonical_extraction
+from mnemobus.kernel.backends import open_engine, shared_meaning
+from mnemobus.shared.config import Settings
+from mnemobus.shared.groups import GroupId
+from mnemobus.store.model import Episode
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +62,20 @@ def test_an_extraction_carries_the_read_relation_and_keeps_the_words_said(meanin
     (got,) = canonical_extraction(Extraction((ExtractedEntity("Mara", "person", "user"),), (fact,)),
                                   meaning.nearest).facts
     assert (got.relation, got.fact) == ("likes", "Mara relishes spicy food")
+
+
+@pytest.mark.anyio
+async def test_the_fallbacks_model_loads_when_the_process_first_ingests_not_when_it_opens_an_engine(
+        tmp_path: Path) -> None:
+    """A process that only recalls (the plugin) must not carry the sentence model (~0.9 s, ~280 MB)."""
+    settings = Settings(store={"backend": "sqlite", "sqlite_path": tmp_path / "m.sqlite3"},
+                        memory={"embedding": {"provider": "hash"}}, extraction={"relation_threshold": 0.71})
+    engine = await open_engine(settings)
+    try:
+        meaning = shared_meaning(next(iter(MODELS)), 0.71)
+        opened = meaning._vectors is not None
+        await engine.ingest(Episode(id="e1", group_id=GroupId("g_meaning"), content="I relish spicy food.",
+                                    role="user", source_message_id="m1", reference_time=datetime.now(UTC)))
+        assert (opened, meaning._vectors is not None) == (False, True)
+    finally:
+        await engine.close()
