@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mnemobus.api.mcp_door import EXTRA_MCP_URL, run_mcp_http
 from mnemobus.api.service import EXTRA_URL, run_api
 from mnemobus.kernel.app import Runtime, open_runtime, serve
+from mnemobus.kernel.testing import run_lock
 from mnemobus.shared import subjects
 from mnemobus.shared.config import ApiSettings, RecallTuning, Settings
 from plugins.echo import EchoExecutor
@@ -62,8 +63,10 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(params=["sqlite", "neo4j"])
-def doors_settings(request: pytest.FixtureRequest, settings: Settings, mode: str) -> Settings:
-    """The suite's settings on one store with one graph mode, and an MCP client token."""
+def doors_settings(request: pytest.FixtureRequest, settings: Settings, mode: str,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """The suite's settings on one store with one graph mode, and an MCP client token. On the run's shared Neo4j the
+    plugin's group (user_josh) is the lifecycle tests' too: the two take turns (run_lock)."""
     data: dict[str, Any] = settings.model_dump()
     if request.param == "neo4j":
         data["store"] = {"backend": "neo4j", "neo4j": {"uri": request.getfixturevalue("neo4j_uri")}}
@@ -76,7 +79,12 @@ def doors_settings(request: pytest.FixtureRequest, settings: Settings, mode: str
     # and no time bound on the graph's second hop (Sofia -> Biscuit -> the turn): a loaded Neo4j's first read can
     # take longer than the default 20 ms, and the turn is then not reached (as designed; not this test's subject)
     tuning = RecallTuning(graph=mode, graph_time_budget_ms=10_000)
-    return chosen.model_copy(update={"memory": chosen.memory.model_copy(update={"recall": tuning})})
+    chosen = chosen.model_copy(update={"memory": chosen.memory.model_copy(update={"recall": tuning})})
+    if request.param != "neo4j":
+        yield chosen
+        return
+    with run_lock(tmp_path_factory, "neo4j-people"):
+        yield chosen
 
 
 @pytest.fixture

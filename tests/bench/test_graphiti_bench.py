@@ -128,16 +128,16 @@ print(json.dumps({"vec": vec, "name": client.model.name, "engine_imported": "mne
 
 @pytest.mark.skipif(not GRAPHITI_PY.exists(), reason="bench/.venv-graphiti is not installed")
 @pytest.mark.parametrize("provider", ["hash", "static"])
-def test_graphiti_side_embeds_queries_exactly_like_mnemobus(provider: str) -> None:
-    spec = {**embedder_spec(), "provider": provider}
-    if provider == "static" and not any(Path(spec["cache_dir"]).glob("*-static-v*.npy")):
-        pytest.skip("no static table built yet (building it takes a minute)")
+def test_graphiti_side_embeds_queries_exactly_like_mnemobus(provider: str, static_cache_dir: Path) -> None:
+    # the run's one static table (built here if no test of this run has yet): never a skip that depends on order
+    spec = {**embedder_spec(), "provider": provider, "cache_dir": str(static_cache_dir)}
+    mine = make_bench_embedder(spec)
+    mine.embed(["build the table before the other side reads it"])
     env = {**os.environ, "PYTHONPATH": ""}
     proc = subprocess.run([str(GRAPHITI_PY), "-c", _SIDE, str(ROOT / "bench"), json.dumps(spec)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    mine = make_bench_embedder(spec)
     assert got["name"] == mine.name
     assert not got["engine_imported"]  # embed.py / embed_static.py by path, never the engine package
     assert np.array_equal(np.asarray(got["vec"], dtype=np.float32), mine.embed(["Where does Ana Silva live?"])[0])

@@ -73,6 +73,9 @@ def _worker_process(settings) -> subprocess.Popen:
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# exclusive: 5,000 episodes through a worker killed and restarted must finish within its bound; beside three other
+# workers' tests on two cores it did not (3,872 of 5,000 in 240 s, first merged parallel run)
+@pytest.mark.exclusive
 async def test_worker_killed_mid_stream_loses_and_doubles_nothing(settings):
     total = 5000
     async with open_runtime(settings) as rt:  # publisher and reader only; the worker is a separate process
