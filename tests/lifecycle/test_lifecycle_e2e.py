@@ -95,15 +95,21 @@ async def test_a_dry_run_counts_what_would_go_and_evicts_nothing(system: System)
     assert sample(system, "mnemobus_evicted_total", kind="fact", trigger="demand") == 0
 
 
+# exclusive: a scheduled pass evicts every group of the store, and on the run's shared Neo4j other workers' tests
+# hold groups with facts ended long ago (one such group's eviction was counted here before Josh's)
+@pytest.mark.exclusive
 async def test_the_worker_evicts_on_its_schedule(settings: Settings) -> None:
     async with running(with_upkeep(settings, retention={"scheduled": True, "interval_s": 0.2})) as system:
         await moved_to_bergen(system)
 
+        async def josh_evicted() -> int:
+            return (await system.store.evicted_so_far(JOSH)).facts
+
         async def counted() -> float:  # the last thing a pass does for a group, after its transactions
             return sample(system, "mnemobus_evicted_total", kind="fact", trigger="schedule")
 
-        assert await until(counted) == 1
-        assert (await system.store.evicted_so_far(JOSH)).facts == 1
+        assert await until(josh_evicted) == 1
+        assert await until(counted) >= 1
         assert "incomplete" in (await history(system))["note"]
 
 
@@ -130,6 +136,7 @@ async def test_decay_lowers_confidence_and_observing_the_fact_again_restores_it(
     assert await _confidence(system, fact_id) == 1.0
 
 
+@pytest.mark.exclusive  # a scheduled pass decays every group of the store: on the shared Neo4j, other tests' too
 async def test_the_worker_decays_on_its_schedule(settings: Settings) -> None:
     async with running(with_upkeep(settings, decay={"scheduled": True, "interval_s": 0.3, "factor": 0.5})) as system:
         await tell(system, JOSH, ("I'm vegetarian.", days_ago(10)))
