@@ -70,7 +70,7 @@ async def main() -> None:
         figures[f"load_{label}_s"] = round(time.perf_counter() - t, 1)
         await store.close()
         server = EmbeddedNatsServer(root / "nats")
-        await anyio.to_thread.run_sync(server.start)
+        await server.start_async()
         try:
             settings = Settings(nats={"url": server.url}, store={"backend": "sqlite", "sqlite_path": db},
                                 memory={"embedding": {"provider": "hash"}}, metrics={"port": 0},

@@ -21,6 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
+
 from mnemobus.shared.errors import MnemobusError
 
 log = logging.getLogger("mnemobus.bus.server")
@@ -178,6 +180,18 @@ class EmbeddedNatsServer:
         """Stop and start again on the same port and store, as an operator's restart would."""
         self.stop()
         return self.start()
+
+    async def start_async(self) -> str:
+        """`start()` for async code: fork on the event loop's thread, which lives as long as the server must, and
+        wait for readiness on a worker thread. `to_thread.run_sync(start)` forks on a worker thread, and the
+        server dies when that thread retires (ten idle seconds later: a fault test lost its bus that way)."""
+        self.spawn()
+        return await anyio.to_thread.run_sync(self.wait_ready)
+
+    async def restart_async(self) -> str:
+        """`restart()` for async code (see start_async)."""
+        await anyio.to_thread.run_sync(self.stop)
+        return await self.start_async()
 
     def __enter__(self) -> "EmbeddedNatsServer":
         self.start()

@@ -122,8 +122,7 @@ async def nats_url(settings: Settings, *, own: bool = False) -> AsyncIterator[tu
         return
     password = secrets.token_urlsafe(24)
     server = EmbeddedNatsServer(settings.nats.data_dir, config=nats_single_user(EMBEDDED_USER, password))
-    server.spawn()  # on the event loop's thread, which lives as long as the server must (see spawn)
-    await anyio.to_thread.run_sync(server.wait_ready)
+    await server.start_async()
     url = server.url or ""
     connect = settings.nats.model_copy(update={"user": EMBEDDED_USER, "password": SecretStr(password),
                                                "permissions_enforced": True})

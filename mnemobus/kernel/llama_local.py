@@ -26,6 +26,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from mnemobus.bus.server import _die_with_parent  # the server gets SIGTERM when the thread that started it ends
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DIR_ENV = "MNEMOBUS_LLAMA_DIR"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -39,17 +41,6 @@ class LocalLlamaError(RuntimeError):
 
 def llama_dir() -> Path:
     return Path(os.environ.get(DIR_ENV) or REPO_ROOT / ".tools" / "llama")
-
-
-def _die_with_parent() -> None:
-    """Linux: the server gets SIGTERM when the process that started it dies, however it dies (a killed test run
-    or bench must not leave a model server computing on a shared machine)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def free_port() -> int:

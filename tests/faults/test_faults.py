@@ -112,7 +112,7 @@ async def test_nats_restart_while_publishing_and_consuming_loses_nothing(setting
             async def restart_midway() -> None:
                 await _wait_count(rt.engine, 200, timeout=60)
                 restarted_at.append(await _count(rt.engine))
-                await anyio.to_thread.run_sync(own_nats_server.restart)
+                await own_nats_server.restart_async()
 
             tg.start_soon(restart_midway)
             await _publish_all(rt.bus, 0, total)

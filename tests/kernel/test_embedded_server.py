@@ -69,6 +69,33 @@ def test_the_server_dies_with_the_thread_that_spawned_it_so_it_is_spawned_on_a_l
         kept.stop()
 
 
+def test_a_server_started_or_restarted_from_async_code_outlives_the_worker_threads_that_waited_for_it(tmp_path):
+    """A fault test restarted its server with `to_thread.run_sync(restart)`: the server died with that worker
+    thread ten idle seconds later, and the test lost its bus. Worker threads end with the event loop, so here a
+    server started the wrong way dies at once and the async ones live on."""
+    import anyio
+
+    wrong = EmbeddedNatsServer(tmp_path / "wrong")
+    started = EmbeddedNatsServer(tmp_path / "started")
+    restarted = EmbeddedNatsServer(tmp_path / "restarted")
+
+    async def main() -> None:
+        await anyio.to_thread.run_sync(wrong.start)
+        await started.start_async()
+        url = await restarted.start_async()
+        assert await restarted.restart_async() == url
+
+    try:
+        anyio.run(main)
+        deadline = time.monotonic() + 10
+        while wrong.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not wrong.running() and started.running() and restarted.running()
+    finally:
+        for server in (wrong, started, restarted):
+            server.stop()
+
+
 def _embedded_settings(tmp_path):  # type: ignore[no-untyped-def]
     from mnemobus.shared.config import Settings
 
