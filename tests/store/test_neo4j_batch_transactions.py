@@ -110,3 +110,41 @@ async def test_an_episode_twice_in_one_batch_is_stored_once(neo: Neo4jStore, gro
 
     assert await neo.run_transactions([insert, insert]) == [True, False]
     assert await neo.count_episodes(group) == 1
+
+
+def loses_a_deadlock_once(inner: Work, *, after_calls: int) -> Work:
+    """The inner work, whose transaction the server picks as a deadlock's victim once, on call `after_calls` + 1."""
+    from neo4j import exceptions as nx
+
+    from mnemobus.shared.errors import StoreUnavailable
+
+    calls = 0
+
+    async def work(tx: WriteTxn) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == after_calls + 1:
+            victim = nx.Neo4jError._hydrate_neo4j(code="Neo.TransientError.Transaction.DeadlockDetected",
+                                                  message="ForsetiClient can't acquire ExclusiveLock")
+            raise StoreUnavailable("Neo4j write failed, nothing stored: TransientError") from victim
+        return await inner(tx)
+
+    return work
+
+
+async def test_a_work_running_alone_after_a_split_is_run_again_when_it_loses_a_deadlock(
+    neo: Neo4jStore, group: GroupId
+) -> None:
+    """Noticed in parallel runs: the batch was retried after a lost deadlock, but a work re-run alone after the batch
+    split was not, and failed its episode back to the worker."""
+    works = [stores_episode(group, "m0", "Alice"), fails_after(stores_episode(group, "m1", "Bob"), flush_first=True),
+             loses_a_deadlock_once(stores_episode(group, "m2", "Carol"), after_calls=0)]  # the batch split at m1
+    out = await neo.run_transactions(works)
+    assert isinstance(out[1], ValueError) and out[2] == episode(group, "m2", "").id
+    assert await _stored(neo, group, ["m0", "m1", "m2"]) == [episode(group, "m0", "").id, episode(group, "m2", "").id]
+
+
+async def test_a_batch_that_loses_a_deadlock_is_run_again_whole(neo: Neo4jStore, group: GroupId) -> None:
+    works = [stores_episode(group, "m0", "Alice"), loses_a_deadlock_once(stores_episode(group, "m1", "Bob"), after_calls=0)]
+    assert await neo.run_transactions(works) == [episode(group, "m0", "").id, episode(group, "m1", "").id]
+    assert await neo.count_episodes(group) == 2

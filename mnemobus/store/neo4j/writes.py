@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -20,6 +21,20 @@ from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
 
 log = logging.getLogger("mnemobus.store.neo4j.store")  # one log for the whole store
 T = TypeVar("T")
+
+
+async def again_after_lost_lock_race(attempt: Callable[[], Awaitable[T]], what: str) -> T:
+    """Run a whole transaction again when the server chose it as a deadlock's victim (LOCK_RETRIES times at most):
+    the other writer has its locks by then, so the next try goes through; any other failure is the caller's."""
+    for n in range(LOCK_RETRIES + 1):
+        try:
+            return await attempt()
+        except StoreUnavailable as exc:
+            if n == LOCK_RETRIES or not lost_a_lock_race(exc):
+                raise
+            log.info("%s lost a deadlock to another writer; running it again", what)
+            await asyncio.sleep(0.01 * 2**n)
+    raise AssertionError("unreachable")
 
 
 class Writes:
@@ -79,17 +94,16 @@ class Writes:
         if not works:
             return []
         failed: dict[int, Exception] = {}
+
+        async def batch() -> list[T | Exception] | None:
+            failed.clear()
+            return await self._one_transaction(works, failed, prefetch)
+
         async with self._write_lock:
-            for attempt in range(LOCK_RETRIES + 1):
-                failed.clear()
-                try:
-                    done = await self._one_transaction(works, failed, prefetch)
-                    break
-                except StoreUnavailable as exc:
-                    if attempt == LOCK_RETRIES or not lost_a_lock_race(exc):
-                        return [exc for _ in works]
-                    log.info("a batch of %d writes lost a deadlock to another writer; running it again", len(works))
-                    await asyncio.sleep(0.01 * 2**attempt)
+            try:
+                done = await again_after_lost_lock_race(batch, f"a batch of {len(works)} writes")
+            except StoreUnavailable as exc:
+                return [exc for _ in works]
         if done is not None:
             return done
         log.warning("a batch of %d writes was rolled back (%d failed on their own); running each in its own "
@@ -101,12 +115,15 @@ class Writes:
                 continue
             result: T | Exception
             try:
-                async with self.transaction() as txn:
-                    result = await work(txn)
+                result = await again_after_lost_lock_race(functools.partial(self._alone, work), "a write")
             except Exception as exc:  # noqa: BLE001 - returned in the work's slot
                 result = exc
             out.append(result)
         return out
+
+    async def _alone(self, work: Callable[[Neo4jWriteTxn], Awaitable[T]]) -> T:
+        async with self.transaction() as txn:
+            return await work(txn)
 
     async def _one_transaction(self, works: Sequence[Callable[[Neo4jWriteTxn], Awaitable[T]]],
                                failed: dict[int, Exception], prefetch: Prefetch | None) -> list[T | Exception] | None:
