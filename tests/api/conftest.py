@@ -64,11 +64,15 @@ class Api:
         return r.json()["episode_uuids"]
 
 
-async def wait_for(count: Callable[[], Any], n: int, timeout: float = 10) -> int:
+async def wait_for(count: Callable[[], Any], n: int, timeout: float = 30) -> int:
+    """The count once it reaches `n` (at once when it does); a test that goes on with fewer fails here, saying so
+    (it returned the short count after 10 s and a search then found nothing: a failure far from its cause, seen with
+    four test workers on two busy cores). The deadline only bounds a failing test."""
     got = -1
     with anyio.move_on_after(timeout):
         while (got := await count()) < n:
             await anyio.sleep(0.02)
+    assert got >= n, f"only {got} of {n} after {timeout:g} s"
     return got
 
 

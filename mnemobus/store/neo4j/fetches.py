@@ -44,16 +44,28 @@ class Fetches:
         """
         if not fact_ids:
             return []
-        mirror = await self._mirror(group_id, confirm=False, load=False)
-        held = mirror.fact_records(fact_ids) if mirror is not None else None
-        if held is not None:
-            return self._with_pending(group_id, [fact_from_row({**r, "group_id": group_id}, sn, on) for r, sn, on in held])
-        rows = await self._shared_read(
-            "UNWIND range(0, size($ids) - 1) AS i MATCH (s:Entity)-[r:FACT {id: $ids[i], group_id: $g}]->(o:Entity) "
-            f"RETURN {FACT_RETURN} ORDER BY i", ("r", "sn", "on"),
-            ids=list(fact_ids), g=group_id,
-        )
-        return self._with_pending(group_id, [fact_from_row(x["r"], x["sn"], x["on"]) for x in rows])
+
+        async def read() -> list[Fact]:
+            mirror = await self._mirror(group_id, confirm=False, load=False)
+            held = mirror.fact_records(fact_ids) if mirror is not None else None
+            if held is not None:
+                return [fact_from_row({**r, "group_id": group_id}, sn, on) for r, sn, on in held]
+            rows = await self._shared_read(
+                "UNWIND range(0, size($ids) - 1) AS i MATCH (s:Entity)-[r:FACT {id: $ids[i], group_id: $g}]->(o:Entity) "
+                f"RETURN {FACT_RETURN} ORDER BY i", ("r", "sn", "on"),
+                ids=list(fact_ids), g=group_id,
+            )
+            return [fact_from_row(x["r"], x["sn"], x["on"]) for x in rows]
+
+        return await self._counted(group_id, read)
+
+    async def _fact_rows(self, group_id: GroupId, query: str, **params: Any) -> list[Fact]:
+        """Facts a query returns as FACT_RETURN, with this process's own retrieval counts (see _counted)."""
+
+        async def read() -> list[Fact]:
+            return [fact_from_row(x["r"], x["sn"], x["on"]) for x in await self._read_rows(query, g=group_id, **params)]
+
+        return await self._counted(group_id, read)
 
     async def get_entities(self, group_id: GroupId, entity_ids: Sequence[str]) -> list[Entity]:
         rows = await self._read_rows(
@@ -64,30 +76,27 @@ class Fetches:
         return [entity_from_row(r["n"]) for r in rows]
 
     async def facts_valid_at(self, group_id: GroupId, as_of: datetime, limit: int = 1000) -> list[Fact]:
-        rows = await self._read_rows(
-            f"MATCH (s:Entity)-[r:FACT {{group_id: $g}}]->(o:Entity) WHERE {VALID_AT} "
+        return await self._fact_rows(
+            group_id, f"MATCH (s:Entity)-[r:FACT {{group_id: $g}}]->(o:Entity) WHERE {VALID_AT} "
             f"RETURN {FACT_RETURN} ORDER BY r.valid_at IS NOT NULL, r.valid_at, r.id LIMIT $k",
-            g=group_id, as_of=utc_or_none(as_of), k=int(limit),
+            as_of=utc_or_none(as_of), k=int(limit),
         )
-        return self._with_pending(group_id, [fact_from_row(x["r"], x["sn"], x["on"]) for x in rows])
 
     async def edge_history(self, group_id: GroupId, subject_id: str, relation: str | None = None) -> list[Fact]:
-        rows = await self._read_rows(
-            "MATCH (s:Entity)-[r:FACT {group_id: $g, subject_id: $s}]->(o:Entity) "
+        return await self._fact_rows(
+            group_id, "MATCH (s:Entity)-[r:FACT {group_id: $g, subject_id: $s}]->(o:Entity) "
             "WHERE $rel IS NULL OR r.relation = $rel "
             f"RETURN {FACT_RETURN} ORDER BY r.valid_at IS NULL, r.valid_at DESC, r.created_at DESC, r.id",
-            g=group_id, s=subject_id, rel=relation,
+            s=subject_id, rel=relation,
         )
-        return self._with_pending(group_id, [fact_from_row(x["r"], x["sn"], x["on"]) for x in rows])
 
     async def episode_facts(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Fact]:
         if not episode_ids:
             return []
-        rows = await self._read_rows(
-            "MATCH (s:Entity)-[r:FACT {group_id: $g}]->(o:Entity) WHERE any(e IN r.episode_ids WHERE e IN $eps) "
-            f"RETURN {FACT_RETURN}", g=group_id, eps=list(dict.fromkeys(episode_ids)),
+        return await self._fact_rows(
+            group_id, "MATCH (s:Entity)-[r:FACT {group_id: $g}]->(o:Entity) WHERE any(e IN r.episode_ids WHERE e IN $eps) "
+            f"RETURN {FACT_RETURN}", eps=list(dict.fromkeys(episode_ids)),
         )
-        return self._with_pending(group_id, [fact_from_row(x["r"], x["sn"], x["on"]) for x in rows])
 
     async def count_facts(self, group_id: GroupId | None = None) -> int:
         if group_id is None:

@@ -81,6 +81,7 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         self._retrievals: dict[tuple[str, str], int] = {}
         self._retrieval_task: asyncio.Task[None] | None = None
         self._counting: dict[str, asyncio.Event] = {}  # group -> set once this process's count write is answered
+        self._count_writes = 0  # count writes begun or answered so far (a read that spans one reads again)
         self.dim = dim
         self.mirror_fresh_s = mirror_fresh_s
         self._mirrors = MirrorCache(dim, vector_cache_mb * 2**20) if vector_cache_mb else None
