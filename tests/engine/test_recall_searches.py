@@ -8,19 +8,16 @@ for all the groups and tables.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from datetime import timedelta
 
-import numpy as np
 import pytest
 
 from mnemobus.engine import MemoryEngine
-from mnemobus.engine.embed import HashEmbedder
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, RecallQuery, episode_id_for
 from mnemobus.store.sqlite import SqliteStore
 
-from engine_support import T0
+from engine_support import T0, CountingEmbedder
 
 pytestmark = pytest.mark.anyio
 GROUPS = (GroupId("user_searched"), GroupId("agent_bot__user_searched"))
@@ -28,16 +25,6 @@ SAID = {GROUPS[0]: ("Josh lives in Lisbon.", "Josh climbs with Anna every Sunday
         GROUPS[1]: ("Anna lives in Porto.", "Anna climbs with Josh every Monday.")}  # the same one would show once
 SEARCHES = ("search_facts_text", "search_entities_text", "search_episodes_text",
             "search_facts_vector", "search_entities_vector", "search_episodes_vector")
-
-
-class CountingEmbedder(HashEmbedder):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return super().embed(texts)
 
 
 @pytest.fixture
