@@ -2,17 +2,20 @@
 so a new search on the request path shows up here before it shows up in the plugin's CPU.
 
 Per group holding rows: facts, entities and messages by text and by vector, one each; the query is embedded once
-for all the groups and tables.
+for all the groups and tables; a fact search asks for no more candidates than the answer can use.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from mnemobus.engine import MemoryEngine
+from mnemobus.engine.recall import MIN_CANDIDATES
+from mnemobus.engine.recipes import RECIPES
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, RecallQuery, episode_id_for
 from mnemobus.store.sqlite import SqliteStore
@@ -68,3 +71,20 @@ async def test_each_group_gets_one_text_and_one_vector_search_of_each_table(coun
     engine, _, calls = counted
     await engine.recall(_query())
     assert calls == Counter({(name, g): 1 for name in SEARCHES for g in GROUPS})
+
+
+@pytest.mark.parametrize(("max_facts", "asked"), [(3, MIN_CANDIDATES), (15, 15), (100, RECIPES["hybrid"].candidates)])
+async def test_a_fact_search_asks_for_no_more_candidates_than_the_answer_can_use(counted, max_facts: int,  # type: ignore[no-untyped-def]
+                                                                                  asked: int) -> None:
+    engine, _, _ = counted
+    store = engine.store
+    limits: list[int] = []
+    search = store.search_facts_text
+
+    async def recording(group, terms, as_of, limit):  # type: ignore[no-untyped-def]
+        limits.append(limit)
+        return await search(group, terms, as_of, limit)
+
+    store.search_facts_text = recording
+    await engine.recall(replace(_query(), max_facts=max_facts))
+    assert limits == [asked, asked]
