@@ -37,6 +37,7 @@ from mnemobus.store.lifecycle import Promoted
 from mnemobus.store.model import Fact, Neighbour, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
 
 MAX_GROUPS = 64
+MIN_CANDIDATES = 10  # fact candidates a method asks for however few facts are asked: the fusion needs depth
 
 
 def checked_groups(group_ids: Sequence[str]) -> tuple[GroupId, ...]:
@@ -81,7 +82,8 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
     Rounds, not one call per method, because on a networked store each
     round is one round trip however many queries it holds.
     """
-    n, n_ep = recipe.candidates, max(query.max_episodes * 3, 10)
+    # no more fact candidates a method than the answer can use: the fused top-k (docs/performance.md, issue 36)
+    n, n_ep = min(recipe.candidates, max(query.max_facts, MIN_CANDIDATES)), max(query.max_episodes * 3, 10)
     fm = recipe.fact_methods if query.max_facts > 0 else ()
     em = recipe.episode_methods if query.max_episodes > 0 else ()
     calls: dict[str, Callable[[], Awaitable[list[Hit]]]] = {}

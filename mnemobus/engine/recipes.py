@@ -14,7 +14,7 @@ class Recipe:
     name: str
     fact_methods: tuple[str, ...] = ("text", "vector", "graph")  # any of text, vector, graph
     episode_methods: tuple[str, ...] = ("text", "vector")
-    candidates: int = 30  # per method and group, before fusion
+    candidates: int = 20  # per method and group, before fusion
     seed_entities: int = 5  # entities the graph walk starts from
     max_hops: int = 2
     rrf_k: float = 10.0  # small k: rank 1 and rank 10 differ by ~45%, so relevance outweighs age

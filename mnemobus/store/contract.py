@@ -75,7 +75,7 @@ class Step:
 class Standing:
     """What recall weighs and de-duplicates a candidate fact by.
 
-    Recall weighs ~30 candidates per group and shows a handful; reading names and
+    Recall weighs ~20 candidates per group and shows a handful; reading names and
     provenance for every candidate was a third of its time on the embedded store.
     Times are epoch seconds: building three datetimes per candidate and subtracting
     them was, after that, the largest part of weighing (cProfile, 10k-fact groups).

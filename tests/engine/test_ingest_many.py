@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_support import make_episode
+from engine_support import CountingEmbedder, make_episode
 
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import CachedEmbedder, HashEmbedder
@@ -19,18 +18,6 @@ from mnemobus.store.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 G = "user_a"
-
-
-class CountingEmbedder(HashEmbedder):
-    """The hashing embedder, recording every call it gets."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return super().embed(texts)
 
 
 async def test_a_batch_is_embedded_in_one_call_and_stored_like_single_ingests(tmp_path: Path) -> None:

@@ -781,7 +781,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         return await in_turn(calls)
 
     async def fact_standings(self, group_id: GroupId, fact_ids: Sequence[str]) -> list[Standing | Fact]:
-        """From the group's in-memory graph: what recall weighs ~30 candidates a group by (a whole fact joins
+        """From the group's in-memory graph: what recall weighs ~20 candidates a group by (a whole fact joins
         two entities and gathers its provenance)."""
         ids = list(dict.fromkeys(fact_ids))
         if not ids:

@@ -1,0 +1,90 @@
+"""The searches a recall makes (issue 36, docs/performance.md "The searches an enriched request makes"): counted,
+so a new search on the request path shows up here before it shows up in the plugin's CPU.
+
+Per group holding rows: facts, entities and messages by text and by vector, one each; the query is embedded once
+for all the groups and tables; a fact search asks for no more candidates than the answer can use.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from mnemobus.engine import MemoryEngine
+from mnemobus.engine.recall import MIN_CANDIDATES
+from mnemobus.engine.recipes import RECIPES
+from mnemobus.shared.groups import GroupId
+from mnemobus.store.model import Episode, RecallQuery, episode_id_for
+from mnemobus.store.sqlite import SqliteStore
+
+from engine_support import T0, CountingEmbedder
+
+pytestmark = pytest.mark.anyio
+GROUPS = (GroupId("user_searched"), GroupId("agent_bot__user_searched"))
+SAID = {GROUPS[0]: ("Josh lives in Lisbon.", "Josh climbs with Anna every Sunday."),  # each group its own facts:
+        GROUPS[1]: ("Anna lives in Porto.", "Anna climbs with Josh every Monday.")}  # the same one would show once
+SEARCHES = ("search_facts_text", "search_entities_text", "search_episodes_text",
+            "search_facts_vector", "search_entities_vector", "search_episodes_vector")
+
+
+@pytest.fixture
+async def counted(tmp_path) -> tuple[MemoryEngine, CountingEmbedder, Counter[tuple[str, str]]]:  # type: ignore[no-untyped-def]
+    embedder = CountingEmbedder()
+    store = SqliteStore(tmp_path / "searched.sqlite3")
+    await store.open()
+    engine = MemoryEngine(store, embedder=embedder)
+    turns = [Episode(id=episode_id_for(g, f"m{i}", "user"), group_id=g, role="user", source_message_id=f"m{i}",
+                     content=SAID[g][i % 2], reference_time=T0 + timedelta(minutes=i), channel_id="c1")
+             for g in GROUPS for i in range(6)]
+    for outcome in await engine.ingest_many(turns):
+        assert not isinstance(outcome, BaseException), outcome
+    calls: Counter[tuple[str, str]] = Counter()
+    for name in SEARCHES:
+        search = getattr(store, name)
+
+        async def counting(group, *a, _search=search, _name=name, **k):  # type: ignore[no-untyped-def]
+            calls[(_name, group)] += 1
+            return await _search(group, *a, **k)
+
+        setattr(store, name, counting)
+    embedder.calls.clear()
+    yield engine, embedder, calls
+    await engine.close()
+
+
+def _query() -> RecallQuery:
+    return RecallQuery("where does Josh live and who climbs with Anna?", GROUPS, as_of=T0 + timedelta(days=1),
+                       max_facts=10, max_episodes=10)
+
+
+async def test_a_recall_of_two_groups_embeds_its_query_once(counted) -> None:  # type: ignore[no-untyped-def]
+    engine, embedder, _ = counted
+    result = await engine.recall(_query())
+    assert {f.fact.group_id for f in result.facts} == set(GROUPS), "both groups must answer, or one was not searched"
+    assert embedder.calls == [[_query().text]]
+
+
+async def test_each_group_gets_one_text_and_one_vector_search_of_each_table(counted) -> None:  # type: ignore[no-untyped-def]
+    engine, _, calls = counted
+    await engine.recall(_query())
+    assert calls == Counter({(name, g): 1 for name in SEARCHES for g in GROUPS})
+
+
+@pytest.mark.parametrize(("max_facts", "asked"), [(3, MIN_CANDIDATES), (15, 15), (100, RECIPES["hybrid"].candidates)])
+async def test_a_fact_search_asks_for_no_more_candidates_than_the_answer_can_use(counted, max_facts: int,  # type: ignore[no-untyped-def]
+                                                                                  asked: int) -> None:
+    engine, _, _ = counted
+    store = engine.store
+    limits: list[int] = []
+    search = store.search_facts_text
+
+    async def recording(group, terms, as_of, limit):  # type: ignore[no-untyped-def]
+        limits.append(limit)
+        return await search(group, terms, as_of, limit)
+
+    store.search_facts_text = recording
+    await engine.recall(replace(_query(), max_facts=max_facts))
+    assert limits == [asked, asked]
