@@ -10,7 +10,8 @@ and returns rankings of episodes and facts that join recall's fusion like any ot
 
 Modes: `bfs` ranks by hop, then by the seed's rank; `activation` spreads activation (decay per hop, fan-out
 normalised by each entity's degree, lateral inhibition among the strongest, a threshold and a node cap);
-`ppr` runs personalized PageRank from the seeds over the same local graph.
+`ppr` runs personalized PageRank from the seeds over the same local graph; `ppr_turns` is HippoRAG's form of it
+(graph_ppr_turns.py).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from datetime import datetime
 
 import numpy as np
 
+from mnemobus.engine.graph_ppr_turns import turns_pagerank
 from mnemobus.engine.recipes import Recipe
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.communities import CommunityStore
 from mnemobus.store.contract import EntityLinks, GraphStore
 
-MODES = ("off", "bfs", "activation", "ppr")
+MODES = ("off", "bfs", "activation", "ppr", "ppr_turns")
 INHIBITORS = 7  # lateral inhibition: how many of the strongest nodes suppress the weaker ones (SYNAPSE's top-M)
 PPR_ITERATIONS = 20  # the local graph holds a few hundred nodes: 20 steps move no rank at 1e-3
 
@@ -212,5 +214,7 @@ async def graph_rankings(store: GraphStore, group: GroupId, candidates: Mapping[
         return by_hops(graph, recipe)
     if recipe.graph == "ppr":
         return pagerank(graph, recipe)
+    if recipe.graph == "ppr_turns":
+        return Activated(*turns_pagerank(graph.seeds, (graph.near, graph.far), recipe))
     return spread(graph, recipe)
 
