@@ -33,7 +33,7 @@ from mnemobus.store.model import Episode, RecallQuery  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 
 SIZES = {"10k": 10_000, "100k": 100_000}
-MODES = ("off", "bfs", "activation", "ppr")
+MODES = ("off", "bfs", "activation", "ppr", "ppr_turns")
 
 
 async def add_mentions(store: SqliteStore, group: str, n: int) -> None:

@@ -32,7 +32,7 @@ from bench_locomo import CATEGORIES, DEFAULT_PATH, load_conversations  # noqa: E
 from bench_locomo_public import GRID, K, Service, baselines, grid, score  # noqa: E402
 from common import peak_rss_mb, print_table, quick, write_results  # noqa: E402
 
-MODES = ("bfs", "activation", "ppr")
+MODES = ("bfs", "activation", "ppr", "ppr_turns")
 WEIGHTS = (0.1, 0.25, 0.5)
 QUICK_WEIGHTS = (0.5,)
 CATS = [*CATEGORIES.values(), "overall"]

@@ -16,6 +16,7 @@ import anyio.to_thread
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.extract import Extractor
 from mnemobus.engine.extract_parse import ParsedExtractor
+from mnemobus.engine.graph_recall import HopSkipped
 from mnemobus.engine.ingest import Disambiguator, ExtractionObserver, Ingestor, word_subset_disambiguator
 from mnemobus.engine.recall import checked_groups, recall
 from mnemobus.engine.relations import Meaning
@@ -48,6 +49,7 @@ class MemoryEngine:
         self.embedder = embedder
         self._ingestor = Ingestor(store, self.extractor, embedder, disambiguator, meaning)
         self._warming_claimed = False
+        self._hop_skipped: list[HopSkipped] = []
 
     def claim_warming(self) -> bool:
         """True once per engine: the first role that serves recalls loads the indexes, the others do not again."""
@@ -70,8 +72,17 @@ class MemoryEngine:
         """
         return await self._ingestor.ingest_many(episodes)
 
+    def observe_graph_skips(self, observer: HopSkipped) -> None:
+        """Tell `observer(group, first_hop_ms)` whenever graph recall skips its second hop for its time bound
+        (the process's metrics: open_runtime)."""
+        self._hop_skipped.append(observer)
+
+    def _graph_skipped(self, group: GroupId, first_hop_ms: float) -> None:
+        for observe in self._hop_skipped:
+            observe(group, first_hop_ms)
+
     async def recall(self, query: RecallQuery) -> RecallResult:
-        return await recall(self.store, self.embedder, query, self.recipes)
+        return await recall(self.store, self.embedder, query, self.recipes, self._graph_skipped)
 
     async def close(self) -> None:
         """The store, and the HTTP clients of an LLM extractor or endpoint embedder."""

@@ -10,28 +10,37 @@ and returns rankings of episodes and facts that join recall's fusion like any ot
 
 Modes: `bfs` ranks by hop, then by the seed's rank; `activation` spreads activation (decay per hop, fan-out
 normalised by each entity's degree, lateral inhibition among the strongest, a threshold and a node cap);
-`ppr` runs personalized PageRank from the seeds over the same local graph.
+`ppr` runs personalized PageRank from the seeds over the same local graph; `ppr_turns` is HippoRAG's form of it
+(graph_ppr_turns.py).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
+from mnemobus.engine.graph_ppr_turns import turns_pagerank
 from mnemobus.engine.recipes import Recipe
 from mnemobus.shared.groups import GroupId
+from mnemobus.shared.logthrottle import ThrottledLog
 from mnemobus.store.communities import CommunityStore
 from mnemobus.store.contract import EntityLinks, GraphStore
 
-MODES = ("off", "bfs", "activation", "ppr")
+MODES = ("off", "bfs", "activation", "ppr", "ppr_turns")
 INHIBITORS = 7  # lateral inhibition: how many of the strongest nodes suppress the weaker ones (SYNAPSE's top-M)
 PPR_ITERATIONS = 20  # the local graph holds a few hundred nodes: 20 steps move no rank at 1e-3
+
+log = logging.getLogger("mnemobus.engine.graph_recall")
+_skip_log = ThrottledLog(log)  # a loaded store skips the hop for request after request: a line per 10 s
+#: told (group, how long the first hop took in ms) when the second hop is skipped for its time bound
+HopSkipped = Callable[[GroupId, float], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +89,10 @@ def _kept(scores: dict[str, float], threshold: float, cap: int) -> dict[str, flo
 
 
 async def local_graph(store: GraphStore, group: GroupId, seeds: Mapping[str, float], as_of: datetime,
-                      recipe: Recipe) -> LocalGraph:
+                      recipe: Recipe, skipped: HopSkipped | None = None) -> LocalGraph:
     """The seeds' links, then (within the time bound and `graph_hops` ≥ 2) those of the best far ends of their
-    facts: two reads at most, whatever the graph's size."""
+    facts: two reads at most, whatever the graph's size. A second hop skipped for the time bound is logged and
+    told to `skipped`: recall then misses what lies one fact away, and an operator must be able to see that."""
     started = time.perf_counter()
     top = max(seeds.values())
     unit = {e: s / top for e, s in seeds.items()}
@@ -93,10 +103,16 @@ async def local_graph(store: GraphStore, group: GroupId, seeds: Mapping[str, flo
             share = unit[e] * recipe.graph_decay * confidence * _fan(near.fact_degree.get(e, 1))
             reach[other] = reach.get(other, 0.0) + share
     reach = _kept(reach, recipe.graph_threshold, recipe.graph_node_cap)
-    in_time = (time.perf_counter() - started) * 1000 < recipe.graph_time_budget_ms
+    took_ms = (time.perf_counter() - started) * 1000
     far = EntityLinks()
-    if reach and recipe.graph_hops >= 2 and in_time:
-        far = await store.entity_links(group, list(reach), as_of=as_of, per_entity=recipe.graph_per_entity)
+    if reach and recipe.graph_hops >= 2:
+        if took_ms < recipe.graph_time_budget_ms:
+            far = await store.entity_links(group, list(reach), as_of=as_of, per_entity=recipe.graph_per_entity)
+        else:
+            _skip_log.warning("graph_hop_skipped", "graph recall skipped the second hop for %s: the first took %.1f "
+                              "ms, graph_time_budget_ms is %g", group, took_ms, recipe.graph_time_budget_ms)
+            if skipped is not None:
+                skipped(group, took_ms)
     return LocalGraph(unit, near, far, reach)
 
 
@@ -202,15 +218,17 @@ async def chosen_seeds(store: GraphStore, group: GroupId, candidates: Mapping[st
 
 
 async def graph_rankings(store: GraphStore, group: GroupId, candidates: Mapping[str, float], as_of: datetime,
-                         recipe: Recipe) -> Activated:
+                         recipe: Recipe, skipped: HopSkipped | None = None) -> Activated:
     """The recipe's graph mode from the query's entities (entity id -> fused score); nothing when off."""
     if recipe.graph == "off" or not candidates:
         return Activated([], [])
     seeds = await chosen_seeds(store, group, candidates, recipe)
-    graph = await local_graph(store, group, seeds, as_of, recipe)
+    graph = await local_graph(store, group, seeds, as_of, recipe, skipped)
     if recipe.graph == "bfs":
         return by_hops(graph, recipe)
     if recipe.graph == "ppr":
         return pagerank(graph, recipe)
+    if recipe.graph == "ppr_turns":
+        return Activated(*turns_pagerank(graph.seeds, (graph.near, graph.far), recipe))
     return spread(graph, recipe)
 

@@ -196,6 +196,35 @@ def prefetch_for(prepared: Sequence[_Prepared]) -> Prefetch:
                     tuple((g, name, v) for (g, name), v in similar.items()), SIMILAR_CANDIDATES)
 
 
+#: who in a batch says each name: (group, normalised name) -> (position in the batch, episode), in batch order
+SaidBy = dict[tuple[GroupId, str], list[tuple[int, Episode]]]
+
+
+def said_by(prepared: Sequence[_Prepared]) -> SaidBy:
+    """The names each turn of the batch says (engine/mentions.py), indexed by name; screened turns say none."""
+    out: SaidBy = {}
+    for i, p in enumerate(prepared):
+        if not p.screened:
+            for name in named_spans(p.episode.content):
+                out.setdefault((p.episode.group_id, name), []).append((i, p.episode))
+    return out
+
+
+async def _link_earlier(txn: WriteTxn, position: int, episode: Episode, extraction: Extraction,
+                        said: SaidBy) -> None:
+    """Link the turns said before this one in the same batch to the entities this one's extraction names, when
+    they say one of its names: those turns looked their names up before this turn's entities existed ("Biscuit
+    chewed up my sneakers" ahead of "Sofia adopted a puppy called Biscuit" in one batch). A turn whose own write
+    failed is not linked (the stores link an episode of the group only)."""
+    group = episode.group_id
+    names = sorted({normalise_name(name) for e in extraction.entities for name in (e.name, *e.aliases)} - {""})
+    for name in names:
+        before = [ep for i, ep in said.get((group, name), ()) if i < position]
+        if before and (known := await txn.entity_by_alias(group, name)) is not None:
+            for ep in before:
+                await txn.link_episode_entity(group, ep.id, known.id)
+
+
 class Ingestor:
     def __init__(self, store: GraphStore, extractor: Extractor, embedder: Embedder | None,
                  disambiguator: Disambiguator = word_subset_disambiguator, meaning: Meaning | None = None) -> None:
@@ -272,7 +301,9 @@ class Ingestor:
             for p in prepared:
                 results[p.slot] = exc
             prepared = []
-        outcomes = await commit_each(self.store, [self._work(p, seen) for p in prepared], prefetch_for(prepared))
+        said = said_by(prepared)  # each work also links the turns before it that say a name it makes known
+        works = [self._work(p, seen, i, said) for i, p in enumerate(prepared)]
+        outcomes = await commit_each(self.store, works, prefetch_for(prepared))
         for p, outcome in zip(prepared, outcomes, strict=True):
             results[p.slot] = outcome
         return [r if r is not None else RuntimeError("episode was not processed") for r in results]
@@ -338,7 +369,7 @@ class Ingestor:
                 tg.start_soon(look, group, items)
         return stored
 
-    def _work(self, p: _Prepared, seen: dict[GroupId, int] | None = None) -> Work:
+    def _work(self, p: _Prepared, seen: dict[GroupId, int] | None, position: int, said: SaidBy) -> Work:
         async def work(txn: WriteTxn) -> IngestOutcome:
             episode = p.episode
             await check_still_there(txn, episode.group_id, seen)
@@ -347,6 +378,7 @@ class Ingestor:
             counts = _Counts()
             if not p.screened:
                 await self._apply(txn, episode, p.extraction, p.vectors, counts)
+                await _link_earlier(txn, position, episode, p.extraction, said)
             return IngestOutcome(episode.id, created=True, screened=p.screened, entities=counts.entities,
                                  facts_added=counts.added, facts_reinforced=counts.reinforced,
                                  facts_invalidated=counts.invalidated, facts_extracted=p.extraction.statements,

@@ -23,7 +23,7 @@ import numpy as np
 
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.community_recall import community_ranking, matched
-from mnemobus.engine.graph_recall import Activated, graph_rankings
+from mnemobus.engine.graph_recall import Activated, HopSkipped, graph_rankings
 from mnemobus.engine.promoted import promoted_for
 from mnemobus.engine.recipes import RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import fact_weight, forgotten, rrf
@@ -75,7 +75,7 @@ async def whole_facts(store: StoreReads, found: list[WeighedFact]) -> list[Score
 
 
 async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vector: np.ndarray | None,
-                        as_of: datetime, recipe: Recipe, query: RecallQuery,
+                        as_of: datetime, recipe: Recipe, query: RecallQuery, hop_skipped: HopSkipped | None = None,
                         ) -> tuple[list[WeighedFact], list[ScoredEpisode]]:
     """One group in three rounds: every candidate query, then the graph walk from the matched entities, then the rows.
 
@@ -118,7 +118,7 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
     seed_ids = sorted(seeds, key=lambda i: -seeds[i])[: recipe.seed_entities]
     activated = Activated([], [])
     if seed_ids and recipe.graph != "off":  # graph recall's facts take the walk's place (graph_recall.py)
-        activated = await graph_rankings(store, group, seeds, as_of, recipe)  # it picks the seeds it walks from
+        activated = await graph_rankings(store, group, seeds, as_of, recipe, hop_skipped)  # it picks the seeds
         rankings.append(activated.facts)
         weights.append(recipe.graph_weight)
     elif seed_ids:
@@ -212,7 +212,7 @@ def _dedupe(items: list, key, group_rank, score, ident, limit: int) -> list:  # 
 
 
 async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuery,
-                 recipes: Mapping[str, Recipe] = RECIPES) -> RecallResult:
+                 recipes: Mapping[str, Recipe] = RECIPES, hop_skipped: HopSkipped | None = None) -> RecallResult:
     started = time.monotonic()
     recipe = recipe_named(query.recipe, recipes)
     groups = checked_groups(query.group_ids)
@@ -244,7 +244,8 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
 
     async def search_all(view: StoreReads, vector: np.ndarray | None) -> list[ScoredFact]:
         per_group = await view.gather([
-            functools.partial(_search_group, view, group, terms, vector, as_of, recipe, query) for group in groups])
+            functools.partial(_search_group, view, group, terms, vector, as_of, recipe, query, hop_skipped)
+            for group in groups])
         for facts, episodes in per_group:
             found_facts.extend(facts)
             scored_episodes.extend(episodes)

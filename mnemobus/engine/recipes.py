@@ -44,7 +44,7 @@ class Recipe:
 
     # graph recall (engine/graph_recall.py): turns and facts reached from the query's entities over the mention
     # and fact graph, one more ranking in the fusion; README, Recall quality, says what each mode gave
-    graph: str = "off"  # off | bfs | activation | ppr
+    graph: str = "off"  # off | bfs | activation | ppr | ppr_turns
     graph_episode_weight: float = 0.5  # weight of the ranking of turns it reaches (its facts take graph_weight)
     graph_hops: int = 2  # 1: the seeds' own turns and facts; 2: also those of the entities one fact away
     graph_per_entity: int = 20  # links read per entity (newest turns, most confident facts)

@@ -177,6 +177,8 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
             identity = IdentityRegistry(settings.identity.users_file,
                                         on_reload=lambda o: metrics.identity_reloads.labels(outcome=o).inc())
             engine = await open_engine(settings, metrics.llm) if need_engine else None
+            if engine is not None:
+                engine.observe_graph_skips(lambda _group, _ms: metrics.graph_hops_skipped.inc())
             if engine is not None and warm:
                 await warm_engine(engine)
             try:

@@ -206,9 +206,10 @@ class RecallTuning(Section):
     forget_after_days: float | None = Field(default=None, gt=0, description="explicit forgetting: facts not observed "
                                             "this many days are not recalled (still stored); off unless set")
     retrieval_boost: float | None = Field(default=None, ge=0, le=1, description="weight of ln(1 + times recalled)")
-    graph: Literal["off", "bfs", "activation", "ppr"] | None = Field(
+    graph: Literal["off", "bfs", "activation", "ppr", "ppr_turns"] | None = Field(
         default=None, description="graph recall: turns and facts reached from the query's entities over the "
-        "mention and fact graph (off, bfs, activation: spreading activation, ppr: personalized PageRank)")
+        "mention and fact graph (off, bfs, activation: spreading activation, ppr: personalized PageRank, ppr_turns: "
+        "HippoRAG's PageRank over turns and entities, turns scored by their mass)")
     graph_episode_weight: float | None = Field(default=None, ge=0, description="weight of the turns graph recall "
                                                "reaches (its facts take graph_weight)")
     graph_hops: int | None = Field(default=None, ge=1, le=2, description="1: the query entities' own links; 2: also "

@@ -95,6 +95,9 @@ class PipelineMetrics:
             ["outcome"], registry=r)
         self.warmed_groups = Gauge(
             "mnemobus_recall_warmed_groups", "Groups whose recall indexes the last start-up load brought in", registry=r)
+        self.graph_hops_skipped = Counter(
+            "mnemobus_recall_graph_hops_skipped_total", "Graph recalls whose second hop was skipped because the first "
+            "took memory.recall.graph_time_budget_ms (what lies one fact away was not reached)", registry=r)
         self.mcp_calls = Counter(
             "mnemobus_mcp_calls_total", "MCP tool calls by tool and outcome (ok, invalid, unauthorized, forbidden, "
             "error)", ["tool", "outcome"], registry=r,

@@ -57,7 +57,7 @@ def graph_on(store: Settings) -> bool:
     return store.memory.recall.graph != "off"
 
 
-@pytest.fixture(params=["off", "bfs", "activation", "ppr"])
+@pytest.fixture(params=["off", "bfs", "activation", "ppr", "ppr_turns"])
 def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

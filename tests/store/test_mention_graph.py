@@ -94,3 +94,50 @@ async def test_erasing_a_users_groups_removes_their_mention_edges(
     await store.delete_groups([group, other_group])
     links = await store.entity_links(group, [g["rex"].id], as_of=T0 + timedelta(days=1), per_entity=10)
     assert links.mentions == ()
+
+
+async def test_a_link_to_an_episode_not_stored_in_the_group_is_not_seen(
+        store: GraphStore, group: GroupId, other_group: GroupId) -> None:
+    g = await three_turns(store, group)
+    rex = g["rex"]
+    async with store.transaction() as tx:
+        await tx.link_episode_entity(group, episode(group, "never", "never stored").id, rex.id)
+        await tx.link_episode_entity(group, episode(other_group, "m1", "Rex chased the ball").id, rex.id)
+    links = await store.entity_links(group, [rex.id], as_of=T0 + timedelta(days=1), per_entity=10)
+    assert links.mention_degree == {rex.id: 2}
+
+
+async def test_a_turn_ahead_of_the_one_that_makes_its_entity_in_one_batch_is_linked_to_it(
+        store: GraphStore, group: GroupId) -> None:
+    """The batch's first turn looked "Biscuit" up before the second made the entity; the second links it."""
+    from mnemobus.engine import MemoryEngine
+
+    engine = MemoryEngine(store)  # the default extractor (the parser), no embedder
+    chewed = episode(group, "b1", "Biscuit chewed up my sneakers again!", at=T0)
+    adopted = episode(group, "b2", "My sister Sofia adopted a puppy called Biscuit.", at=T0 + timedelta(minutes=1))
+    outcomes = await engine.ingest_many([chewed, adopted])
+    assert [o.created for o in outcomes] == [True, True]  # type: ignore[union-attr]
+    biscuit = await engine.find_entity(group, "Biscuit")
+    assert biscuit is not None
+    links = await store.entity_links(group, [biscuit.id], as_of=T0 + timedelta(days=1), per_entity=10)
+    assert sorted(ep for _, ep in links.mentions) == sorted([chewed.id, adopted.id])
+
+
+async def test_sqlite_keeps_no_row_for_a_link_to_an_episode_not_stored_in_the_group(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A batch's late link to a turn whose own write failed must not leave an orphan row (no group deletion
+    would ever remove it)."""
+    import sqlite3
+
+    from mnemobus.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "m.sqlite3")
+    await store.open()
+    try:
+        g = await three_turns(store, GroupId("g"))
+        async with store.transaction() as tx:
+            await tx.link_episode_entity(GroupId("g"), episode(GroupId("g"), "never", "never stored").id, g["rex"].id)
+            await tx.link_episode_entity(GroupId("h"), g["eps"][1].id, g["rex"].id)  # an episode of g, named for h
+    finally:
+        await store.close()
+    with sqlite3.connect(tmp_path / "m.sqlite3") as c:
+        assert c.execute("SELECT count(*) FROM episode_entities").fetchone() == (3,)

@@ -214,7 +214,9 @@ class SqliteTxn:
     async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None:
         await self._do(
             lambda c: c.execute(
-                "INSERT OR IGNORE INTO episode_entities(episode_id, entity_id) VALUES (?,?)", (episode_id, entity_id)
+                # only an episode of the group: a link to a turn whose write failed would be an orphan row
+                "INSERT OR IGNORE INTO episode_entities(episode_id, entity_id) SELECT ?, ? WHERE EXISTS "
+                "(SELECT 1 FROM episodes WHERE id = ? AND group_id = ?)", (episode_id, entity_id, episode_id, group_id)
             )
         )
 
