@@ -158,6 +158,7 @@ class _Reader:
         self.endings: list[ExtractedEnding] = []
         self.aliases: list[str] = []
         self.last_person: _Name | None = None
+        self.purposes: dict[str, str] = {}  # a medicine -> what the clause said it is taken for
         self.unnamed_kin: dict[str, str] = {}  # "Rosa's mum" -> "mother": said of someone not named
 
     # -- names ------------------------------------------------------------------------------------
@@ -311,7 +312,7 @@ class _Reader:
     # -- facts ------------------------------------------------------------------------------------
 
     def add(self, subject: _Name, relation: str, obj: _Name, when: datetime | None = None,
-            confidence: float = 0.8) -> None:
+            confidence: float = 0.8, qualifier: str | None = None, replaces: str | None = None) -> None:
         if subject.text == obj.text or not obj.text or not subject.text:
             return
         if relation == "ex_of" and obj.speaker:  # "Tom is my ex now": whatever tie they had ends
@@ -327,9 +328,22 @@ class _Reader:
             if who.text in self.unnamed_kin and not relation.endswith("_of"):  # "my mum lives with us"
                 self.add(who, f"{self.unnamed_kin[who.text]}_of", self.me)
         otype = obj.type if relation.endswith("_of") else _OBJECT_TYPES.get(relation, obj.type)
-        text, when = self.planned(sentence(subject.text, relation, obj.text), relation, when)
+        qualifier = qualifier or (self.purposes.get(obj.text) if relation == "takes" else None)
+        said = sentence(subject.text, relation, obj.text) + (f" for {qualifier}" if qualifier else "")
+        text, when = self.planned(said, relation, when)
         self.facts.append(ExtractedFact(subject.text, relation, obj.text, _EDGES.get(relation, "semantic"),
-                                        text, confidence, subject.type, otype, valid_from=when))
+                                        text, confidence, subject.type, otype, replaces=replaces, valid_from=when,
+                                        qualifier=qualifier))
+
+    def purpose(self, *heads: Token) -> str | None:
+        """What a medicine is taken for: "for blood pressure", "for my diabetes" hung on the verb or the medicine;
+        a time ("for two weeks", "for years") is no purpose."""
+        for _, o in (x for h in heads for x in self.pobjs(h, ("for",))):
+            if _timeish(o) or o.like_num or o.pos_ not in ("NOUN", "PROPN") or o.lower_ in _PRONOUNS or any(
+                    c.like_num for c in o.lefts) or o.lemma_.lower() in lex.NOT_THINGS:
+                continue
+            return self.noun_phrase(o).lower()
+        return None
 
     def planned(self, text: str, relation: str, when: datetime | None) -> tuple[str, datetime | None]:
         """A plan is held from when it is told: "a master's next year" is a plan now, for next year (the date goes
@@ -366,10 +380,17 @@ class _Reader:
             return False
         if self.conditional(verb) or self.negated(verb) or self.future(verb):
             return True
+        froms = [p for p in verb.children if p.dep_ == "prep" and p.lower_ in ("from", "off")]
         for prep, relation in rows:
-            for _, o in self.pobjs(verb, (prep,)):  # a medicine, not "the rota" or "the spot"
+            # "from X to Y" is often parsed with "to Y" hung on "from"
+            for _, o in self.pobjs(verb, (prep,)) + [x for p in froms for x in self.pobjs(p, (prep,))]:
+                # a medicine, not "the rota" or "the spot"
                 if (relation != "takes" or _medicine(o)) and (obj := self.name(o)) is not None and not obj.speaker:
-                    self.add(self.me, relation, replace(obj, type="concept"), self.when(verb, False))
+                    # "switched me from ramipril to candesartan": the old one ends, for what it was taken for
+                    old = next((n.text for _, x in self.pobjs(verb, ("from", "off")) if relation == "takes"
+                                and _medicine(x) and (n := self.name(x)) is not None and not n.speaker), None)
+                    self.add(self.me, relation, replace(obj, type="concept"), self.when(verb, False),
+                             qualifier=self.purpose(verb, o) if relation == "takes" else None, replaces=old)
         return True
 
     def table_ending(self, verb: Token, subj_tok: Token, subject: _Name) -> bool:
@@ -535,6 +556,7 @@ class _Reader:
                     continue
             subject = self.name(subj)
             if subject is None or not (self.about_someone(subj, subject) or self.about_mine(tok, subj)):
+                self.done_to_me(tok)  # "they switched me to candesartan", "my consultant put me on X": whoever did it
                 continue
             if subject.type == "person" and not subject.speaker:
                 self.last_person = subject
@@ -1095,6 +1117,8 @@ class _Reader:
                 pass  # "I took the kids to the museum", "took my fam camping", "a break from pottery": events
             else:
                 for o in self.objects(verb):
+                    if (what := self.purpose(verb, o)) is not None and (n := self.name(o)) is not None:
+                        self.purposes[n.text] = what  # "I take metformin for diabetes": `add` carries it
                     put("takes", o)
         elif lemma == "bear" and verb.tag_ == "VBN":
             for _, o in self.pobjs(verb, ("in", "on")):
@@ -1351,8 +1375,11 @@ class _Reader:
             if prep == "off" and _medicine(o):  # "I'm off the pills now"
                 self.end(subject, "takes", replace(obj, type="concept"), "off", when)
                 return True
-            if prep == "on" and _medicine(o):  # "I'm on amlodipine", "she's on statins"
-                self.say(deny, subject, "takes", replace(obj, type="concept"), when)
+            if prep == "on" and _medicine(o):  # "I'm on ramipril (for hypertension)", "she's on statins"
+                if deny:
+                    self.end(subject, "takes", replace(obj, type="concept"), "no longer", when)
+                else:
+                    self.add(subject, "takes", replace(obj, type="concept"), when, qualifier=self.purpose(verb, o))
                 return True
         return False
 
