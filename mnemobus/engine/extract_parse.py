@@ -1711,9 +1711,33 @@ class ParsedExtractor:
     async def extract_many(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
         return await anyio.to_thread.run_sync(self.extract_batch, list(episodes))
 
-    def extract_batch(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
+    async def extract_after(self, episodes: Sequence[Episode], previous: Sequence[Episode | None]
+                            ) -> list[Extraction | Exception]:
+        """As `extract_many`, "she" and "he" in an episode resolved to the person its previous turn named
+        (engine/previous_turn.py)."""
+        return await anyio.to_thread.run_sync(self.extract_batch, list(episodes), list(previous))
+
+    def _named_before(self, previous: Sequence[Episode | None]) -> dict[int, _Name]:
+        """The person each previous turn named last (its facts are not read again: they were stored with it)."""
+        wanted = [(i, said_by, text) for i, ep in enumerate(previous) if ep is not None for said_by, text in _lines(ep)]
+        if not wanted:
+            return {}
+        with self._lock:
+            docs = [fix_lemmas(d) for d in load_pipeline().pipe((t for _, _, t in wanted), batch_size=self.batch_size)]
+        named: dict[int, _Name] = {}
+        for (i, said_by, _), doc in zip(wanted, docs, strict=True):
+            reader = _Reader(doc, said_by, previous[i].reference_time)  # type: ignore[union-attr]
+            reader.last_person = named.get(i)
+            reader.read()
+            if reader.last_person is not None:
+                named[i] = reader.last_person
+        return named
+
+    def extract_batch(self, episodes: Sequence[Episode], previous: Sequence[Episode | None] = ()
+                      ) -> list[Extraction | Exception]:
         """Every line of every episode through `nlp.pipe` (two runs: with the entity recogniser and without, see
-        `needs_entities`), then each episode read on its own."""
+        `needs_entities`), then each episode read on its own, after the person its previous turn named."""
+        named_before = self._named_before(previous)
         nlp = load_pipeline()
         lines = [(i, s, text) for i, ep in enumerate(episodes) for s, text in _lines(ep)]
         named = [needs_entities(text) for _, _, text in lines]
@@ -1731,7 +1755,9 @@ class ParsedExtractor:
             per[i].append((s, text, doc))
         out: list[Extraction | Exception] = []
         context: dict[str, _Name] = {}  # the person last named per conversation, turn to turn
-        for ep, parsed in zip(episodes, per, strict=True):
+        for n, (ep, parsed) in enumerate(zip(episodes, per, strict=True)):
+            if n in named_before:  # the first turn of its conversation in the batch: "she" is whom the last named
+                context[ep.group_id] = named_before[n]
             try:
                 out.append(read_docs(ep, parsed, context))
             except Exception as exc:  # noqa: BLE001 - one episode's oddity never costs the batch

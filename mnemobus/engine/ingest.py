@@ -24,6 +24,7 @@ from mnemobus.engine.extract import (
     UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
 )
 from mnemobus.engine.mentions import named_spans
+from mnemobus.engine.previous_turn import PreviousTurnReader, previous_turns
 from mnemobus.engine.relations import Meaning, canonical_extraction, one_value, per_qualifier, symmetric
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.shared.errors import InvalidMessage
@@ -284,7 +285,13 @@ class Ingestor:
             return []
         started = time.perf_counter()
         out: list[Extraction | Exception] = []
-        if isinstance(self.extractor, BatchExtractor):
+        if isinstance(self.extractor, PreviousTurnReader):  # "she" after a turn that named her (previous_turn.py)
+            try:
+                previous = await previous_turns(self.store, episodes)
+                out = list(await self.extractor.extract_after(episodes, previous))
+            except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
+                out = [exc] * len(episodes)
+        elif isinstance(self.extractor, BatchExtractor):
             try:
                 out = list(await self.extractor.extract_many(episodes))
             except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
