@@ -1530,6 +1530,15 @@ def _medicine(tok: Token) -> bool:
     return word in lex.MEDICINE_WORDS or (tok.pos_ in ("NOUN", "PROPN", "ADJ") and word.endswith(lex.MEDICINE_STEMS))
 
 
+def _medicine_use(f: ExtractedFact) -> ExtractedFact:
+    """A medicine used is a medicine taken: "I switched from ramipril to candesartan" (the change rules' and the
+    verb table's `uses`) then ends the old one for the condition it was taken for, as "they switched me" does."""
+    if f.relation != "uses" or not all(w.split()[-1].lower().endswith(lex.MEDICINE_STEMS) or w.lower() in
+                                       lex.MEDICINE_WORDS for w in (f.object, f.replaces or f.object)):
+        return f
+    return replace(f, relation="takes", fact=sentence(f.subject, "takes", f.object), object_type="concept")
+
+
 def _timeish(tok: Token) -> bool:
     """"every Sunday", "most Thursdays", "in March": a time word, never a name beside a noun."""
     return tok.ent_type_ in ("DATE", "TIME") or tok.lower_.rstrip("s") in lex.TIME_WORDS
@@ -1629,7 +1638,7 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
         context[episode.group_id] = last_person
     seen: dict[tuple[str, str, str], ExtractedFact] = {}
     ended = {(e.subject.lower(), r, (e.object or "").lower()) for e in endings for r in (e.relation, *e.relations)}
-    for f in facts:
+    for f in map(_medicine_use, facts):
         if (f.subject.lower(), f.relation, f.object.lower()) in ended:  # "my dog Rex passed away": no longer held
             continue
         seen.setdefault((f.subject.lower(), f.relation, f.object.lower()), f)

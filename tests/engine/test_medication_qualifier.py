@@ -60,3 +60,12 @@ def test_a_fact_sentence_says_what_the_medicine_is_for() -> None:
                                                  role="user", source_message_id="m", reference_time=AT, speaker="Rosa")])
     assert not isinstance(result, Exception)
     assert [f.fact for f in result.facts] == ["Rosa takes omeprazole for reflux"]
+
+
+def test_switching_from_one_medicine_to_another_oneself_replaces_it() -> None:
+    assert medicines("I switched from ramipril to candesartan.") == {("candesartan", None, "ramipril")}
+
+
+def test_a_medicine_used_is_a_medicine_taken_and_other_things_used_stay_used() -> None:
+    assert medicines("I use insulin.") == {("insulin", None, None)}
+    assert medicines("I switched from Chrome to Firefox.") == set()
