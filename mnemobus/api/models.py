@@ -140,13 +140,16 @@ class FactResult(BaseModel):
     score: float | None = Field(default=None, description="mnemobus addition: the ranking score, best first")
     source_message_ids: list[str] = Field(default_factory=list, description="mnemobus addition: the messages it "
                                           "came from, as the publisher named them")
+    qualifier: str | None = Field(default=None, description="mnemobus addition: what the value holds for "
+                                  "(takes_medication ramipril for \"hypertension\"); null when none was said")
 
     @classmethod
     def of(cls, f: Fact, score: float | None = None) -> "FactResult":
         return cls(uuid=f.id, name=f.relation, fact=f.fact, valid_at=f.valid_at, invalid_at=f.invalid_at,
                    created_at=f.created_at, expired_at=f.expired_at, source_node_uuid=f.subject_id,
                    target_node_uuid=f.object_id, episodes=list(f.episode_ids), group_id=f.group_id,
-                   confidence=f.confidence, score=score, source_message_ids=list(f.source_message_ids))
+                   confidence=f.confidence, score=score, source_message_ids=list(f.source_message_ids),
+                   qualifier=f.qualifier)
 
     @classmethod
     def of_episode(cls, e: Episode, score: float | None = None, ended_at: datetime | None = None,

@@ -98,6 +98,7 @@ class ExtractedFact:
     object_type: str = UNTYPED
     replaces: str | None = None  # an earlier object of (subject, relation) this statement ends ("moved from X")
     valid_from: datetime | None = None  # when it took effect ("in 2021", "last month"); None: the message's time
+    qualifier: str | None = None  # what it holds for: "ramipril" "for hypertension" (store.model.Fact)
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,6 +158,7 @@ class _Reader:
         self.endings: list[ExtractedEnding] = []
         self.aliases: list[str] = []
         self.last_person: _Name | None = None
+        self.purposes: dict[str, str] = {}  # a medicine -> what the clause said it is taken for
         self.unnamed_kin: dict[str, str] = {}  # "Rosa's mum" -> "mother": said of someone not named
 
     # -- names ------------------------------------------------------------------------------------
@@ -311,7 +312,7 @@ class _Reader:
     # -- facts ------------------------------------------------------------------------------------
 
     def add(self, subject: _Name, relation: str, obj: _Name, when: datetime | None = None,
-            confidence: float = 0.8) -> None:
+            confidence: float = 0.8, qualifier: str | None = None, replaces: str | None = None) -> None:
         if subject.text == obj.text or not obj.text or not subject.text:
             return
         if relation == "ex_of" and obj.speaker:  # "Tom is my ex now": whatever tie they had ends
@@ -327,9 +328,22 @@ class _Reader:
             if who.text in self.unnamed_kin and not relation.endswith("_of"):  # "my mum lives with us"
                 self.add(who, f"{self.unnamed_kin[who.text]}_of", self.me)
         otype = obj.type if relation.endswith("_of") else _OBJECT_TYPES.get(relation, obj.type)
-        text, when = self.planned(sentence(subject.text, relation, obj.text), relation, when)
+        qualifier = qualifier or (self.purposes.get(obj.text) if relation == "takes" else None)
+        said = sentence(subject.text, relation, obj.text) + (f" for {qualifier}" if qualifier else "")
+        text, when = self.planned(said, relation, when)
         self.facts.append(ExtractedFact(subject.text, relation, obj.text, _EDGES.get(relation, "semantic"),
-                                        text, confidence, subject.type, otype, valid_from=when))
+                                        text, confidence, subject.type, otype, replaces=replaces, valid_from=when,
+                                        qualifier=qualifier))
+
+    def purpose(self, *heads: Token) -> str | None:
+        """What a medicine is taken for: "for blood pressure", "for my diabetes" hung on the verb or the medicine;
+        a time ("for two weeks", "for years") is no purpose."""
+        for _, o in (x for h in heads for x in self.pobjs(h, ("for",))):
+            if _timeish(o) or o.like_num or o.pos_ not in ("NOUN", "PROPN") or o.lower_ in _PRONOUNS or any(
+                    c.like_num for c in o.lefts) or o.lemma_.lower() in lex.NOT_THINGS:
+                continue
+            return self.noun_phrase(o).lower()
+        return None
 
     def planned(self, text: str, relation: str, when: datetime | None) -> tuple[str, datetime | None]:
         """A plan is held from when it is told: "a master's next year" is a plan now, for next year (the date goes
@@ -366,10 +380,17 @@ class _Reader:
             return False
         if self.conditional(verb) or self.negated(verb) or self.future(verb):
             return True
+        froms = [p for p in verb.children if p.dep_ == "prep" and p.lower_ in ("from", "off")]
         for prep, relation in rows:
-            for _, o in self.pobjs(verb, (prep,)):  # a medicine, not "the rota" or "the spot"
+            # "from X to Y" is often parsed with "to Y" hung on "from"
+            for _, o in self.pobjs(verb, (prep,)) + [x for p in froms for x in self.pobjs(p, (prep,))]:
+                # a medicine, not "the rota" or "the spot"
                 if (relation != "takes" or _medicine(o)) and (obj := self.name(o)) is not None and not obj.speaker:
-                    self.add(self.me, relation, replace(obj, type="concept"), self.when(verb, False))
+                    # "switched me from ramipril to candesartan": the old one ends, for what it was taken for
+                    old = next((n.text for _, x in self.pobjs(verb, ("from", "off")) if relation == "takes"
+                                and _medicine(x) and (n := self.name(x)) is not None and not n.speaker), None)
+                    self.add(self.me, relation, replace(obj, type="concept"), self.when(verb, False),
+                             qualifier=self.purpose(verb, o) if relation == "takes" else None, replaces=old)
         return True
 
     def table_ending(self, verb: Token, subj_tok: Token, subject: _Name) -> bool:
@@ -535,6 +556,7 @@ class _Reader:
                     continue
             subject = self.name(subj)
             if subject is None or not (self.about_someone(subj, subject) or self.about_mine(tok, subj)):
+                self.done_to_me(tok)  # "they switched me to candesartan", "my consultant put me on X": whoever did it
                 continue
             if subject.type == "person" and not subject.speaker:
                 self.last_person = subject
@@ -1095,6 +1117,8 @@ class _Reader:
                 pass  # "I took the kids to the museum", "took my fam camping", "a break from pottery": events
             else:
                 for o in self.objects(verb):
+                    if (what := self.purpose(verb, o)) is not None and (n := self.name(o)) is not None:
+                        self.purposes[n.text] = what  # "I take metformin for diabetes": `add` carries it
                     put("takes", o)
         elif lemma == "bear" and verb.tag_ == "VBN":
             for _, o in self.pobjs(verb, ("in", "on")):
@@ -1351,8 +1375,11 @@ class _Reader:
             if prep == "off" and _medicine(o):  # "I'm off the pills now"
                 self.end(subject, "takes", replace(obj, type="concept"), "off", when)
                 return True
-            if prep == "on" and _medicine(o):  # "I'm on amlodipine", "she's on statins"
-                self.say(deny, subject, "takes", replace(obj, type="concept"), when)
+            if prep == "on" and _medicine(o):  # "I'm on ramipril (for hypertension)", "she's on statins"
+                if deny:
+                    self.end(subject, "takes", replace(obj, type="concept"), "no longer", when)
+                else:
+                    self.add(subject, "takes", replace(obj, type="concept"), when, qualifier=self.purpose(verb, o))
                 return True
         return False
 
@@ -1503,6 +1530,15 @@ def _medicine(tok: Token) -> bool:
     return word in lex.MEDICINE_WORDS or (tok.pos_ in ("NOUN", "PROPN", "ADJ") and word.endswith(lex.MEDICINE_STEMS))
 
 
+def _medicine_use(f: ExtractedFact) -> ExtractedFact:
+    """A medicine used is a medicine taken: "I switched from ramipril to candesartan" (the change rules' and the
+    verb table's `uses`) then ends the old one for the condition it was taken for, as "they switched me" does."""
+    if f.relation != "uses" or not all(w.split()[-1].lower().endswith(lex.MEDICINE_STEMS) or w.lower() in
+                                       lex.MEDICINE_WORDS for w in (f.object, f.replaces or f.object)):
+        return f
+    return replace(f, relation="takes", fact=sentence(f.subject, "takes", f.object), object_type="concept")
+
+
 def _timeish(tok: Token) -> bool:
     """"every Sunday", "most Thursdays", "in March": a time word, never a name beside a noun."""
     return tok.ent_type_ in ("DATE", "TIME") or tok.lower_.rstrip("s") in lex.TIME_WORDS
@@ -1602,7 +1638,7 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
         context[episode.group_id] = last_person
     seen: dict[tuple[str, str, str], ExtractedFact] = {}
     ended = {(e.subject.lower(), r, (e.object or "").lower()) for e in endings for r in (e.relation, *e.relations)}
-    for f in facts:
+    for f in map(_medicine_use, facts):
         if (f.subject.lower(), f.relation, f.object.lower()) in ended:  # "my dog Rex passed away": no longer held
             continue
         seen.setdefault((f.subject.lower(), f.relation, f.object.lower()), f)
@@ -1684,9 +1720,33 @@ class ParsedExtractor:
     async def extract_many(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
         return await anyio.to_thread.run_sync(self.extract_batch, list(episodes))
 
-    def extract_batch(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
+    async def extract_after(self, episodes: Sequence[Episode], previous: Sequence[Episode | None]
+                            ) -> list[Extraction | Exception]:
+        """As `extract_many`, "she" and "he" in an episode resolved to the person its previous turn named
+        (engine/previous_turn.py)."""
+        return await anyio.to_thread.run_sync(self.extract_batch, list(episodes), list(previous))
+
+    def _named_before(self, previous: Sequence[Episode | None]) -> dict[int, _Name]:
+        """The person each previous turn named last (its facts are not read again: they were stored with it)."""
+        wanted = [(i, said_by, text) for i, ep in enumerate(previous) if ep is not None for said_by, text in _lines(ep)]
+        if not wanted:
+            return {}
+        with self._lock:
+            docs = [fix_lemmas(d) for d in load_pipeline().pipe((t for _, _, t in wanted), batch_size=self.batch_size)]
+        named: dict[int, _Name] = {}
+        for (i, said_by, _), doc in zip(wanted, docs, strict=True):
+            reader = _Reader(doc, said_by, previous[i].reference_time)  # type: ignore[union-attr]
+            reader.last_person = named.get(i)
+            reader.read()
+            if reader.last_person is not None:
+                named[i] = reader.last_person
+        return named
+
+    def extract_batch(self, episodes: Sequence[Episode], previous: Sequence[Episode | None] = ()
+                      ) -> list[Extraction | Exception]:
         """Every line of every episode through `nlp.pipe` (two runs: with the entity recogniser and without, see
-        `needs_entities`), then each episode read on its own."""
+        `needs_entities`), then each episode read on its own, after the person its previous turn named."""
+        named_before = self._named_before(previous)
         nlp = load_pipeline()
         lines = [(i, s, text) for i, ep in enumerate(episodes) for s, text in _lines(ep)]
         named = [needs_entities(text) for _, _, text in lines]
@@ -1704,7 +1764,9 @@ class ParsedExtractor:
             per[i].append((s, text, doc))
         out: list[Extraction | Exception] = []
         context: dict[str, _Name] = {}  # the person last named per conversation, turn to turn
-        for ep, parsed in zip(episodes, per, strict=True):
+        for n, (ep, parsed) in enumerate(zip(episodes, per, strict=True)):
+            if n in named_before:  # the first turn of its conversation in the batch: "she" is whom the last named
+                context[ep.group_id] = named_before[n]
             try:
                 out.append(read_docs(ep, parsed, context))
             except Exception as exc:  # noqa: BLE001 - one episode's oddity never costs the batch

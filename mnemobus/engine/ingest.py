@@ -24,7 +24,8 @@ from mnemobus.engine.extract import (
     UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
 )
 from mnemobus.engine.mentions import named_spans
-from mnemobus.engine.relations import Meaning, canonical_extraction, one_value, symmetric
+from mnemobus.engine.previous_turn import PreviousTurnReader, previous_turns
+from mnemobus.engine.relations import Meaning, canonical_extraction, one_value, per_qualifier, symmetric
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.shared.errors import InvalidMessage
 from mnemobus.shared.groups import GroupId, InvalidGroupId, validate_group_id
@@ -315,7 +316,13 @@ class Ingestor:
             return []
         started = time.perf_counter()
         out: list[Extraction | Exception] = []
-        if isinstance(self.extractor, BatchExtractor):
+        if isinstance(self.extractor, PreviousTurnReader):  # "she" after a turn that named her (previous_turn.py)
+            try:
+                previous = await previous_turns(self.store, episodes)
+                out = list(await self.extractor.extract_after(episodes, previous))
+            except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
+                out = [exc] * len(episodes)
+        elif isinstance(self.extractor, BatchExtractor):
             try:
                 out = list(await self.extractor.extract_many(episodes))
             except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
@@ -491,7 +498,8 @@ class Ingestor:
             counts.reinforced += 1
             return
         new_id = fact_id_for(group, subject.id, f.relation, obj.id, t, episode.id)
-        exclusive = one_value(f.relation)
+        qualifier, chain = _qualified(f, chain, replaced)
+        exclusive = one_value(f.relation) or qualifier is not None
         def heard_later(x: Fact) -> bool:  # told after this message (an episode that arrived out of order)
             return (x.last_seen or x.valid_at or t) > seen
 
@@ -503,7 +511,8 @@ class Ingestor:
                    object_name=obj.name, relation=f.relation, edge_type=f.edge_type, fact=f.fact,
                    confidence=f.confidence, valid_at=t, invalid_at=successor.valid_at if successor else None,
                    created_at=episode.created_at or datetime.now(UTC), superseded_by=successor.id if successor else None,
-                   last_seen=seen, episode_ids=(episode.id,), source_message_ids=(episode.source_message_id,))
+                   last_seen=seen, episode_ids=(episode.id,), source_message_ids=(episode.source_message_id,),
+                   qualifier=qualifier)
         await txn.insert_fact(new, vector)
         counts.added += 1
         now = datetime.now(UTC)
@@ -526,7 +535,7 @@ class Ingestor:
                            object_name=replaced.name, relation=f.relation, edge_type=f.edge_type, fact=sentence,
                            confidence=f.confidence, valid_at=None, invalid_at=t, created_at=new.created_at,
                            expired_at=now, superseded_by=new_id, last_seen=seen, episode_ids=(episode.id,),
-                           source_message_ids=(episode.source_message_id,))
+                           source_message_ids=(episode.source_message_id,), qualifier=qualifier)
             await txn.insert_fact(history, None)
             counts.added += 1
 
@@ -567,6 +576,29 @@ class Ingestor:
                     episode_ids=(episode.id,), source_message_ids=(episode.source_message_id,))
         await txn.insert_fact(past, vector)
         counts.added += 1
+
+
+def _qualified(f: ExtractedFact, chain: list[Fact], replaced: Entity | None) -> tuple[str | None, list[Fact]]:
+    """The fact's qualifier, and the facts of its chain it competes with. A relation one value per qualifier
+    (takes_medication per condition) holds a value said without one beside the others; a value that replaces
+    another ("switched me from ramipril to candesartan") is for what the old one was for; only the facts of the
+    same qualifier compete (the replaced one always: it was named)."""
+    if not per_qualifier(f.relation):
+        return f.qualifier, chain
+    qualifier = f.qualifier
+    if qualifier is None and replaced is not None:
+        qualifier = next((x.qualifier for x in chain if x.object_id == replaced.id and x.invalid_at is None
+                          and x.qualifier), None)
+    if qualifier is None:
+        return None, chain
+    key = qualifier_key(qualifier)
+    return qualifier, [x for x in chain if (x.qualifier is not None and qualifier_key(x.qualifier) == key)
+                       or (replaced is not None and x.object_id == replaced.id)]
+
+
+def qualifier_key(qualifier: str) -> str:
+    """Qualifiers compared as words: "Blood pressure" is "blood pressure"."""
+    return " ".join(qualifier.lower().split())
 
 
 def _utc(t: datetime) -> datetime:

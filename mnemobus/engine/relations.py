@@ -34,6 +34,10 @@ class Relation:
     symmetric: bool = False  # "A married to B" is "B married to A"
     values: frozenset[str] = frozenset()  # objects of a generic relation ("is") that make it this one
     examples: tuple[str, ...] = ()  # other ways to say it, for the semantic fallback (engine/relation_meaning.py)
+    # one value per qualifier: a value said for something ("ramipril for hypertension") ends the old value
+    # for the same thing only; one said for nothing, or for something else ("also metformin for diabetes"), ends
+    # nothing. Meant for a relation that holds many values, one per purpose (takes_medication per condition)
+    per_qualifier: bool = False
 
 
 def _words(text: str) -> frozenset[str]:
@@ -109,9 +113,9 @@ RELATIONS: tuple[Relation, ...] = (
              examples=("cherishes", "relishes", "treasures", "is passionate about", "is keen on", "is crazy about")),
     Relation("dislikes", "something someone dislikes", "person", "concept", False, ("hates", "detests", "loathes"),
              examples=("despises", "abhors", "can't bear", "can't stand", "is not a fan of")),
-    Relation("takes", "a medicine or supplement someone takes", "person", "concept", False,
-             ("takes_medication", "on_medication", "prescribed", "is_on"),
-             examples=("is prescribed", "is on tablets", "takes medicine", "takes pills")),
+    Relation("takes_medication", "a medicine or supplement someone takes", "person", "concept", False,
+             ("takes", "on_medication", "prescribed", "is_on"),
+             examples=("is prescribed", "is on tablets", "takes medicine", "takes pills"), per_qualifier=True),
     Relation("has_condition", "an illness or condition someone has", "person", "condition", False,
              ("suffers_from", "diagnosed_with"),
              examples=("lives with the illness", "was diagnosed with", "is ill with")),
@@ -191,6 +195,12 @@ def one_value(relation: str) -> bool:
     return r.one_value if r is not None else relation.startswith(ONE_VALUE_FAMILIES)
 
 
+def per_qualifier(relation: str) -> bool:
+    """Does a subject hold one object of this (canonical) relation per qualifier ("for hypertension")?"""
+    r = row(relation)
+    return r is not None and r.per_qualifier
+
+
 def symmetric(relation: str) -> bool:
     r = row(relation)
     return r is not None and r.symmetric
@@ -224,7 +234,7 @@ ENDERS: tuple[Ender, ...] = (
     Ender("call off", ("engaged_to",), bare=False),
     Ender("retire", ("works_at", "works_as"), bare=True, becomes="retired"),
     Ender("resign", ("works_at", "works_as"), bare=True),
-    Ender("quit", ("works_at", "member_of", "studies_at", "smokes", "drinks", "plays", "takes", "diet")),
+    Ender("quit", ("works_at", "member_of", "studies_at", "smokes", "drinks", "plays", "takes_medication", "diet")),
     Ender("leave", ("works_at", "member_of", "studies_at", "lives_in", "partner_of", "is_married_to"),
           mutual=True),
     Ender("last day", ("works_at", "studies_at")),
@@ -242,10 +252,10 @@ ENDERS: tuple[Ender, ...] = (
     Ender("retired", ("works_at", "works_as"), bare=True),
     Ender("move away", ("lives_in",)),
     Ender("sell", ("owns", "owns_car")),
-    Ender("take off", ("takes",)),
-    Ender("come off", ("takes",)),
-    Ender("stop", ("takes", "smokes", "drinks", "plays", "diet", "member_of")),
-    Ender("give up", ("takes", "smokes", "drinks", "plays", "diet", "member_of", "likes")),
+    Ender("take off", ("takes_medication",)),
+    Ender("come off", ("takes_medication",)),
+    Ender("stop", ("takes_medication", "smokes", "drinks", "plays", "diet", "member_of")),
+    Ender("give up", ("takes_medication", "smokes", "drinks", "plays", "diet", "member_of", "likes")),
     Ender("pass away", ("has_pet", "is_married_to", "partner_of"), turned=True),
     Ender("die", ("has_pet", "is_married_to", "partner_of"), turned=True),
     Ender("put down", ("has_pet",)),

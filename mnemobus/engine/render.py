@@ -40,6 +40,8 @@ def item_line(item: ScoredFact | ScoredEpisode) -> str:
     """What one recalled item says, escaped: a fact with the day it became true, or a message with its day."""
     if isinstance(item, ScoredFact):
         text = neutralise(item.fact.fact)
+        if text and (q := item.fact.qualifier) and q.casefold() not in text.casefold():
+            text += f" (for {neutralise(q)})"  # "takes ramipril (for hypertension)": what it is for
         since = _date(item.fact.valid_at)
         return text + (f" (since {since})" if since and text else "")
     text = neutralise(item.episode.content)

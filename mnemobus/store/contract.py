@@ -166,7 +166,9 @@ class WriteTxn(Protocol):
         """Every stored fact (valid or not) with this subject and relation, ordered by valid_at (None first)."""
 
     async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
-        """Store a new fact; its episode_ids/source_message_ids become its first provenance rows."""
+        """Store a new fact; its episode_ids/source_message_ids become its first provenance rows. Its qualifier
+        (what the value holds for, or None) is stored with it and never changes (SQLite schema 8: a column; Neo4j:
+        a property of the FACT relationship); every read of the fact gives it back."""
 
     async def update_fact(self, fact: Fact) -> None:
         """Overwrite the mutable fields: confidence, last_seen, valid_at, invalid_at, expired_at, superseded_by."""

@@ -74,6 +74,9 @@ class Fact:
     episode_ids: tuple[str, ...] = ()
     source_message_ids: tuple[str, ...] = ()
     retrieval_count: int = 0
+    # what the value holds for ("ramipril" for "hypertension"): a relation one value per qualifier (the
+    # relation table's `per_qualifier`) ends only the old value of the same qualifier. None: said without one
+    qualifier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -699,3 +699,39 @@ async def test_delete_fact_of_another_group_deletes_nothing(
     assert await store.delete_fact(other_group, some.id) == DeleteCounts()
     assert len(await store.get_facts(group, [some.id])) == 1
     assert g
+
+
+# -- a fact's qualifier (issue 35: takes_medication per condition) -----------------------------------------
+
+
+async def qualified_graph(store: GraphStore, group: GroupId) -> tuple[Fact, Fact]:
+    """Ana takes amlodipine for blood pressure, and metformin for nothing said."""
+    ana, aml, met = entity(group, "Ana"), entity(group, "amlodipine", kind="concept"), entity(group, "metformin", kind="concept")
+    ep = episode(group, "q1", "I'm on amlodipine for blood pressure, and metformin")
+    for_pressure = replace(fact(group, ana, "takes_medication", aml, "Ana takes amlodipine", ep=ep),
+                           qualifier="blood pressure")
+    plain = fact(group, ana, "takes_medication", met, "Ana takes metformin", ep=ep)
+    await put(store, episodes=[ep], entities=[ana, aml, met], facts=[for_pressure, plain])
+    return for_pressure, plain
+
+
+async def test_a_facts_qualifier_reads_back_from_every_read(store: GraphStore, group: GroupId) -> None:
+    for_pressure, plain = await qualified_graph(store, group)
+    async with store.transaction() as tx:
+        chain = await tx.facts_between(group, for_pressure.subject_id, "takes_medication")
+    assert {f.id: f.qualifier for f in chain} == {for_pressure.id: "blood pressure", plain.id: None}
+    assert {f.id: f.qualifier for f in await store.get_facts(group, [for_pressure.id, plain.id])} == {
+        for_pressure.id: "blood pressure", plain.id: None}
+    assert {f.id: f.qualifier for f in await store.facts_valid_at(group, T0 + timedelta(days=1))} == {
+        for_pressure.id: "blood pressure", plain.id: None}
+    assert {f.id: f.qualifier for f, _ in (await store.export_group(group)).facts} == {
+        for_pressure.id: "blood pressure", plain.id: None}
+
+
+async def test_an_ended_fact_keeps_its_qualifier(store: GraphStore, group: GroupId) -> None:
+    for_pressure, _ = await qualified_graph(store, group)
+    async with store.transaction() as tx:
+        await tx.update_fact(replace(for_pressure, invalid_at=T0 + timedelta(days=2), expired_at=T0 + timedelta(days=2)))
+    history = await store.edge_history(group, for_pressure.subject_id, "takes_medication")
+    (got,) = [f for f in history if f.id == for_pressure.id]
+    assert (got.invalid_at, got.qualifier) == (T0 + timedelta(days=2), "blood pressure")

@@ -49,4 +49,4 @@ async def test_a_file_from_schema_4_opens_keeps_its_rows_and_holds_promoted_memo
             await store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION >= 7  # schema 8 (a fact's qualifier) came after: test_sqlite_fact_qualifier_schema.py

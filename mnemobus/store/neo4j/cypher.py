@@ -65,7 +65,7 @@ VALID_AT = "(r.valid_at IS NULL OR r.valid_at <= $as_of) AND (r.invalid_at IS NU
 FACT_PROPS = (
     "id", "group_id", "subject_id", "object_id", "subject_name", "object_name", "relation", "edge_type", "fact",
     "confidence", "valid_at", "invalid_at", "created_at", "expired_at", "superseded_by", "last_seen",
-    "episode_ids", "source_message_ids", "retrieval_count",
+    "episode_ids", "source_message_ids", "retrieval_count", "qualifier",
 )
 ENTITY_PROPS = ("id", "group_id", "name", "canonical_name", "type", "aliases", "summary", "confidence",
                  "first_seen", "last_seen")

@@ -64,7 +64,7 @@ _FACT_COLUMNS = (
     f"{_US.format(p='r.invalid_at')} AS ia, r.confidence AS c, r.subject_id AS s, r.object_id AS o, r.relation AS rel, "
     f"r.edge_type AS et, r.fact AS f, {_US.format(p='r.created_at')} AS ca, {_US.format(p='r.expired_at')} AS xa, "
     f"{_US.format(p='r.last_seen')} AS ls, r.superseded_by AS sb, r.retrieval_count AS rc, r.episode_ids AS eps, "
-    "r.source_message_ids AS sms"
+    "r.source_message_ids AS sms, r.qualifier AS q"
 )
 _ENTITY_COLUMNS = f"n.id AS id, n.ver AS ver, {_V.format(p='n')}, n.name AS name"  # every entity: facts show names
 _EPISODE_COLUMNS = (  # every episode: recall reads the rows of those its text or vector search found
@@ -73,7 +73,7 @@ _EPISODE_COLUMNS = (  # every episode: recall reads the rows of those its text o
     f"n.channel_id AS channel, {_US.format(p='n.created_at')} AS ca, n.speaker AS speaker, n.name AS name"
 )
 LOAD_COLUMNS: dict[str, tuple[str, ...]] = {
-    "fact": ("id", "ver", "v", "va", "ia", "c", "s", "o", "rel", "et", "f", "ca", "xa", "ls", "sb", "rc", "eps", "sms"),
+    "fact": ("id", "ver", "v", "va", "ia", "c", "s", "o", "rel", "et", "f", "ca", "xa", "ls", "sb", "rc", "eps", "sms", "q"),
     "entity": ("id", "ver", "v", "name"),
     "episode": ("id", "ver", "v", "content", "role", "sm", "rt", "resp", "agent", "platform", "channel", "ca",
                 "speaker", "name"),
@@ -256,6 +256,7 @@ class _FactTable(_Table, FactEdges):  # FactEdges: the walk, shared with SQLite'
         self.retrievals = np.empty(0, dtype=np.int64)
         self.text: list[str] = []
         self.superseded_by: list[str | None] = []
+        self.qualifier: list[str | None] = []  # set when the fact is written, never changed
         self.sources: list[tuple[tuple[str, ...], tuple[str, ...]]] = []  # (episode ids, message ids) as stored
         self.ends: list[tuple[str, str]] = []
         self.kind: list[tuple[str, str]] = []  # (relation, edge_type)
@@ -293,6 +294,7 @@ class _FactTable(_Table, FactEdges):  # FactEdges: the walk, shared with SQLite'
                     self.touching.setdefault(e, []).append(i)
                 self.text.append(row["f"])
                 self.superseded_by.append(row["sb"])
+                self.qualifier.append(row.get("q"))
                 self.sources.append(_sources(row))
             else:
                 self.held_bytes -= self._row_bytes(i)
@@ -329,6 +331,7 @@ class _FactTable(_Table, FactEdges):  # FactEdges: the walk, shared with SQLite'
             "created_at": _time_or_none(self.created_at[i]), "expired_at": _time_or_none(self.expired_at[i]),
             "last_seen": _time_or_none(self.last_seen[i]), "superseded_by": self.superseded_by[i],
             "episode_ids": eps, "source_message_ids": sms, "retrieval_count": int(self.retrievals[i]),
+            "qualifier": self.qualifier[i],
         }
 
     def valid_at_time(self, t: int) -> Valid:

@@ -149,6 +149,7 @@ def fact_from_row(r: dict[str, Any], subject_name: str | None = None, object_nam
         episode_ids=tuple(e for e, _ in prov),
         source_message_ids=tuple(m for _, m in prov),
         retrieval_count=int(r.get("retrieval_count") or 0),
+        qualifier=r.get("qualifier"),
     )
 
 
@@ -172,6 +173,7 @@ def fact_params(f: Fact, embedding: Vector | None) -> dict[str, Any]:
         "expired_at": utc_or_none(f.expired_at), "superseded_by": f.superseded_by, "last_seen": utc_or_none(f.last_seen),
         "episode_ids": list(f.episode_ids), "source_message_ids": list(f.source_message_ids),
         "retrieval_count": int(f.retrieval_count), "embedding": as_float_list(embedding), "emb32": as_float32_bytes(embedding),
+        "qualifier": f.qualifier,
     }
 
 

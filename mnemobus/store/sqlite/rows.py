@@ -23,7 +23,8 @@ f.id, f.group_id, f.subject_id, f.object_id, s.name, o.name, f.relation, f.edge_
 f.confidence, f.valid_at, f.invalid_at, f.created_at, f.expired_at, f.superseded_by, f.last_seen,
 f.retrieval_count,
 (SELECT group_concat(episode_id, char(31)) FROM fact_sources fs WHERE fs.fact_id = f.id),
-(SELECT group_concat(source_message_id, char(31)) FROM fact_sources fs WHERE fs.fact_id = f.id)
+(SELECT group_concat(source_message_id, char(31)) FROM fact_sources fs WHERE fs.fact_id = f.id),
+f.qualifier
 """
 FACT_FROM = "facts f JOIN entities s ON s.id = f.subject_id JOIN entities o ON o.id = f.object_id"
 
@@ -70,6 +71,7 @@ def fact_of(row: Sequence[Any], pending: dict[str, int] | None = None) -> Fact:
         retrieval_count=row[16] + (pending.get(row[0], 0) if pending else 0),
         episode_ids=split_ids(row[17]),
         source_message_ids=split_ids(row[18]),
+        qualifier=row[19],
     )
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 7  # 2: fact rows stamped with their group's version (graph.py); 3: aliases keyed by type;
+SCHEMA_VERSION = 8  # 2: fact rows stamped with their group's version (graph.py); 3: aliases keyed by type;
 # 4: an episode keeps its speaker and name; 6: communities and per-group upkeep (communities.py); 7: eviction
-# totals and promoted memories (lifecycle.py)
+# totals and promoted memories (lifecycle.py); 8: a fact's qualifier (add_fact_qualifier)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,6 +61,14 @@ def add_episode_speaker(conn: sqlite3.Connection) -> None:
         for column in ("speaker", "name"):
             if column not in have:
                 conn.execute(f"ALTER TABLE episodes ADD COLUMN {column} TEXT")
+
+
+def add_fact_qualifier(conn: sqlite3.Connection) -> None:
+    """Schema 8: a fact keeps what its value holds for ("ramipril" for "hypertension"): a relation one value
+    per qualifier ends only the old value of the same one. A file from before gets the column, every fact none."""
+    if "qualifier" not in {row[1] for row in conn.execute("PRAGMA table_info(facts)")}:
+        with conn:
+            conn.execute("ALTER TABLE facts ADD COLUMN qualifier TEXT")
 
 
 def add_alias_types(conn: sqlite3.Connection) -> None:

@@ -41,6 +41,7 @@ from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM
                                         load_entities, to_seconds, vector_of)
 from mnemobus.store.sqlite.erasures import add_erasure_counts, count_erasures, erasures_of
 from mnemobus.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, add_alias_types, add_episode_speaker
+from mnemobus.store.sqlite.schema import add_fact_qualifier
 from mnemobus.store.sqlite.tx import immediate
 from mnemobus.store.sqlite.vectors import UNKNOWN, VectorCache
 from mnemobus.store.sqlite.writes import SqliteTxn, delete_episode_rows, drop_facts, insert_entity_row, insert_fact_row
@@ -252,6 +253,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
             add_erasure_counts(conn)
             add_lifecycle(conn)
             add_communities(conn)
+            add_fact_qualifier(conn)
             conn.execute("DROP INDEX IF EXISTS facts_walk_subject")  # schema 1 walked the graph in SQL
             conn.execute("DROP INDEX IF EXISTS facts_walk_object")
             conn.execute(

@@ -97,11 +97,11 @@ def insert_fact_row(c: sqlite3.Connection, f: Fact, vec: Vector | None) -> None:
         raise StoreIntegrityError(f"fact {f.id} is already stored")
     cur = c.execute(
         "INSERT INTO facts(id, group_id, subject_id, object_id, relation, edge_type, fact, confidence, valid_at,"
-        " invalid_at, created_at, expired_at, superseded_by, last_seen, retrieval_count, embedding)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " invalid_at, created_at, expired_at, superseded_by, last_seen, retrieval_count, embedding, qualifier)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (f.id, f.group_id, f.subject_id, f.object_id, f.relation, f.edge_type, f.fact, f.confidence,
          to_seconds(f.valid_at), to_seconds(f.invalid_at), to_seconds(f.created_at), to_seconds(f.expired_at), f.superseded_by,
-         to_seconds(f.last_seen), f.retrieval_count, to_blob(vec)),
+         to_seconds(f.last_seen), f.retrieval_count, to_blob(vec), f.qualifier),
     )
     body = f"{f.fact} {f.subject_name} {f.relation.replace('_', ' ')} {f.object_name}"
     c.execute("INSERT INTO facts_fts(rowid, gtok, body) VALUES (?,?,?)", (cur.lastrowid, group_token(f.group_id), body))
