@@ -18,3 +18,16 @@ def make_embedder(provider: str, model: str, cache_dir: Path | str = "data/embed
     if provider == "static":
         return StaticEmbedder(model, cache_dir)
     raise ConfigError(f"memory.embedding.provider: unknown provider {provider!r}")
+
+
+EmbedderSpec = tuple[str, str, str]  # (provider, model, cache directory): make_embedder's arguments
+
+
+def portable_spec(embedder: Embedder | None) -> EmbedderSpec | None:
+    """How another process builds an embedder giving the very same vectors, or None when it cannot cheaply (the
+    transformer: a second copy of the model would hold ~200 MB and minutes of CPU to load on 2 cores)."""
+    if type(embedder) is HashEmbedder and embedder.dim == HashEmbedder().dim:
+        return ("hash", "", "")
+    if type(embedder) is StaticEmbedder:
+        return ("static", embedder.model, str(embedder.cache_dir))
+    return None

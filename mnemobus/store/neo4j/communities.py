@@ -59,7 +59,7 @@ class Neo4jCommunities:
     async def write_communities(self, group_id: GroupId, put: Sequence[Community], drop: Sequence[str],
                                 refreshed_at: datetime) -> None:
         rows = [{"id": k.id, "fp": k.fingerprint, "summary": k.summary, "size": len(k.members),
-                 "emb": None if k.embedding is None else [float(x) for x in k.embedding],
+                 "emb": None if k.embedding is None else np.asarray(k.embedding, np.float32).tolist(),
                  "updated": k.updated_at.timestamp(), "members": list(k.members)} for k in put]
 
         async def work(tx: AsyncManagedTransaction) -> None:
