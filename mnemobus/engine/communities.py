@@ -75,6 +75,9 @@ class _Run:
     cursor: str | None = None
     read_done: bool = False
     edges: list[Edge] = field(default_factory=list)
+    keys_cursor: str | None = None
+    keys_done: bool = False
+    keys: dict[str, str] = field(default_factory=dict)  # entity id -> node_key: propagation's node order
     propagation: Propagation | None = None  # in a thread; a child process keeps its own under `key`
 
 
@@ -145,18 +148,24 @@ class CommunityRefresher:
 
     async def _refresh(self, group_id: GroupId, deadline: float, started: float) -> RefreshOutcome:
         run = self._runs.get(group_id) or self._runs.setdefault(group_id, _Run(f"{group_id}#{next(self._serial)}"))
-        while not run.read_done:  # always at least one chunk per slice, so short slices still progress
+        while not run.keys_done:  # always at least one chunk per slice, so short slices still progress
             await self.pause()
-            edges, run.cursor = await self.communities.active_edges(group_id, run.cursor, self.settings.chunk_size)
-            run.edges.extend(edges)
-            run.read_done = run.cursor is None
-            if not run.read_done and time.monotonic() > deadline:
+            if not run.read_done:
+                edges, run.cursor = await self.communities.active_edges(group_id, run.cursor, self.settings.chunk_size)
+                run.edges.extend(edges)
+                run.read_done = run.cursor is None
+            else:
+                keys, run.keys_cursor = await self.communities.node_keys(group_id, run.keys_cursor,
+                                                                         self.settings.chunk_size)
+                run.keys.update(keys)
+                run.keys_done = run.keys_cursor is None
+            if not run.keys_done and time.monotonic() > deadline:
                 return RefreshOutcome(group_id, finished=False, edges=len(run.edges),
                                       seconds=time.monotonic() - started)
         if self.settings.propagation == "process":
             if self.propagator is None:
                 self.propagator = ProcessPropagator(nice=self.settings.child_nice)
-            picked = await self.propagator.run(run.key, group_id, run.edges, max(0.0, deadline - time.monotonic()),
+            picked = await self.propagator.run(run.key, group_id, run.edges, run.keys, max(0.0, deadline - time.monotonic()),
                                                self.settings.max_iterations, self.settings.summary_members,
                                                self.settings.summary_facts)
         else:
@@ -168,7 +177,7 @@ class CommunityRefresher:
 
     async def _in_thread(self, run: _Run, group_id: GroupId, deadline: float) -> list[Picked] | None:
         if run.propagation is None:
-            run.propagation = await anyio.to_thread.run_sync(Propagation, triples(run.edges))
+            run.propagation = await anyio.to_thread.run_sync(Propagation, triples(run.edges), run.keys)
         if not await self._propagate(run.propagation, deadline):
             return None
         return await anyio.to_thread.run_sync(run.propagation.picked, group_id, self.settings.summary_members,

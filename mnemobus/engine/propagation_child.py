@@ -5,7 +5,8 @@ on the same event loop waited behind it (recall p99 4.6x its idle figure beside 
 child keeps each run's state between time slices, keyed by the parent's run key, and forgets it once finished.
 
 Protocol on stdin/stdout: frames of a 4-byte big-endian length and a pickle. Parent to child: ("edges", key,
-triples) appends edges (no answer); ("run", key, group, budget_s, max_iterations, members, facts) answers
+triples) appends edges and ("keys", key, {entity id: node key}) adds node keys (no answer); ("run", key, group,
+budget_s, max_iterations, members, facts) answers
 ("missing",) when the key has no edges here (a fresh child after a kill), ("sliced",) when the budget ran out,
 else ("found", parts) followed by `parts` frames of ("part", [Picked, ...]); ("forget", key) drops a run; ("summaries", key, spec, items) makes each item's summary text (an item is a
 Sketch, made into the offline text here, or a text made elsewhere) and, with an embedder spec, its vector: answers
@@ -63,13 +64,17 @@ def summaries(items: Sequence[Sketch | str], embedder: Embedder | None) -> Itera
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
     edges: dict[str, list[Triple]] = {}
     runs: dict[str, Propagation] = {}
+    keys: dict[str, dict[str, str]] = {}
     embedders: dict[EmbedderSpec, Embedder] = {}  # loaded once (a static table is ~47 MB)
     while (message := read_frame(inp)) is not None:
         kind, key, *rest = message  # type: ignore[misc]
         if kind == "edges":
             edges.setdefault(key, []).extend(rest[0])
+        elif kind == "keys":
+            keys.setdefault(key, {}).update(rest[0])
         elif kind == "forget":
             edges.pop(key, None)
+            keys.pop(key, None)
             runs.pop(key, None)
         elif kind == "run":
             group, budget_s, max_iterations, members, facts = rest
@@ -77,7 +82,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
             if key not in runs and key not in edges:
                 out.write(frame(("missing",)))
             else:
-                propagation = runs.get(key) or Propagation(edges.pop(key, []))
+                propagation = runs.get(key) or Propagation(edges.pop(key, []), keys.pop(key, None))
                 runs[key] = propagation
                 if not propagation.run(lambda: time.monotonic() > deadline, max_iterations):
                     out.write(frame(("sliced",)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import pickle
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -48,8 +48,8 @@ class ProcessPropagator:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None and self._process.returncode is None else None
 
-    async def run(self, key: str, group_id: str, edges: Sequence[EdgeLike], budget_s: float, max_iterations: int,
-                  members: int, facts: int) -> list[Picked] | None:
+    async def run(self, key: str, group_id: str, edges: Sequence[EdgeLike], keys: Mapping[str, str], budget_s: float,
+                  max_iterations: int, members: int, facts: int) -> list[Picked] | None:
         """The run's communities when propagation finished within `budget_s`, None when it was sliced (the
         child keeps its state for the next call with the same key)."""
         async with self._job(budget_s + ANSWER_GRACE_S):
@@ -57,7 +57,7 @@ class ProcessPropagator:
                 await self._send(("forget", self._forgotten.pop(), None))
             answer = await self._ask(("run", key, group_id, budget_s, max_iterations, members, facts))
             if answer == ("missing",):
-                await self._send_edges(key, edges)
+                await self._send_edges(key, edges, keys)
                 answer = await self._ask(("run", key, group_id, budget_s, max_iterations, members, facts))
             if answer == ("sliced",):
                 return None
@@ -120,11 +120,15 @@ class ProcessPropagator:
         self.started += 1
         log.info("label propagation child started (pid %d)", self._process.pid)
 
-    async def _send_edges(self, key: str, edges: Sequence[EdgeLike]) -> None:
+    async def _send_edges(self, key: str, edges: Sequence[EdgeLike], keys: Mapping[str, str]) -> None:
         await self._send(("edges", key, []))  # an empty group still has a run
         for i in range(0, len(edges), SEND_CHUNK):
             await self._send(("edges", key, triples(edges[i:i + SEND_CHUNK])))
             await anyio.sleep(0)  # one chunk's pickling, then the loop's other tasks
+        items = list(keys.items())
+        for i in range(0, len(items), SEND_CHUNK):
+            await self._send(("keys", key, dict(items[i:i + SEND_CHUNK])))
+            await anyio.sleep(0)
 
     async def _ask(self, message: tuple) -> object:
         await self._send(message)

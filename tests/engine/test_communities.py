@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from mnemobus.engine.communities import EMBED_SLICE, CommunityRefresher, RefreshSettings
 from mnemobus.engine.community_summary import Sketch
+from mnemobus.engine.ingest import entity_id_for
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.label_propagation import Propagation, triples
 from mnemobus.shared.groups import GroupId
@@ -323,3 +325,27 @@ async def test_cancelling_a_refresh_kills_its_child_process_and_the_next_refresh
     assert (await refresher.refresh(G)).finished
     assert refresher.propagator.started == 2 and await store.communities(G) != []
     await refresher.aclose()
+
+
+def named_graph(group: GroupId, n: int, seed: int) -> tuple[list, list]:
+    """A sparse random graph of named people with ingestion's ids (digests that include the group)."""
+    rng = random.Random(seed)
+    people = [replace(person(group, f"p{i}"), id=entity_id_for(group, f"p{i}")) for i in range(n)]
+    pairs = {tuple(sorted((rng.randrange(n), rng.randrange(n)))) for _ in range(n)}
+    facts = [replace(link(group, people[a], "knows", people[b]), id=f"{group}:{a}:{b}") for a, b in sorted(pairs) if a != b]
+    return people, facts
+
+
+async def partition(store: SqliteStore, group: GroupId, people: list) -> set[frozenset[str]]:
+    await CommunityRefresher(store, None, settings=RefreshSettings(propagation="thread")).refresh(group)
+    name = {p.id: p.canonical_name for p in people}
+    return {frozenset(name[m] for m in k.members) for k in await store.communities(group)}
+
+
+async def test_the_same_facts_in_two_groups_give_the_same_partition(store: SqliteStore) -> None:
+    found = []
+    for group in (GroupId("user_upkeep"), GroupId("user_elsewhere")):
+        people, facts = named_graph(group, 400, 5)
+        load(store, people, facts)
+        found.append(await partition(store, group, people))
+    assert len(found[0]) > 20 and found[0] == found[1]

@@ -15,7 +15,7 @@ import numpy as np
 from neo4j import AsyncManagedTransaction
 
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.communities import Community, Edge, GraphStats, nearest_communities
+from mnemobus.store.communities import Community, Edge, GraphStats, nearest_communities, node_key
 from mnemobus.store.contract import Hit
 from mnemobus.store.model import Vector
 from mnemobus.store.neo4j.rows import run_rows
@@ -45,6 +45,14 @@ class Neo4jCommunities:
             g=group_id, after=cursor or "", n=limit)
         edges = [Edge(r["id"], r["s"], r["o"]) for r in rows]
         return edges, (edges[-1].fact_id if len(edges) == limit else None)
+
+    async def node_keys(self, group_id: GroupId, cursor: str | None, limit: int) -> tuple[dict[str, str], str | None]:
+        rows = await self._read_rows(  # type: ignore[attr-defined]
+            "MATCH (n:Entity {group_id: $g}) WHERE n.id > $after "
+            "RETURN n.id AS id, n.canonical_name AS name, n.type AS type ORDER BY n.id LIMIT $n",
+            g=group_id, after=cursor or "", n=limit)
+        return ({r["id"]: node_key(r["name"], r["type"]) for r in rows},
+                rows[-1]["id"] if len(rows) == limit else None)
 
     async def communities(self, group_id: GroupId) -> list[Community]:
         rows = await self._read_rows(  # type: ignore[attr-defined]
