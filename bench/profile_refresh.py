@@ -32,7 +32,7 @@ from mnemobus.shared.groups import GroupId  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 
 TICK_S = 0.002
-STORE_STEPS = ("active_edges", "communities", "get_entities", "get_facts", "write_communities")
+STORE_STEPS = ("active_edges", "node_keys", "communities", "get_entities", "get_facts", "write_communities")
 
 
 class Steps:
@@ -77,7 +77,8 @@ class Store:
     def __init__(self, store: SqliteStore, steps: Steps) -> None:
         self._store = store
         for name in STORE_STEPS:
-            setattr(self, name, steps.wrap(f"store.{name}", getattr(store, name)))
+            if hasattr(store, name):  # node_keys: not in a store from before it
+                setattr(self, name, steps.wrap(f"store.{name}", getattr(store, name)))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
