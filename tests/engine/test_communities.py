@@ -18,7 +18,7 @@ import pytest
 from mnemobus.engine.communities import EMBED_SLICE, CommunityRefresher, RefreshSettings
 from mnemobus.engine.community_summary import Sketch
 from mnemobus.engine.ingest import entity_id_for
-from mnemobus.engine.embed import HashEmbedder
+from mnemobus.engine.embed import Embedder, HashEmbedder
 from mnemobus.engine.label_propagation import Propagation, triples
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.metrics import CommunityMetrics
@@ -239,6 +239,13 @@ async def refreshed_in_both(store: SqliteStore, tmp_path: Path, **kw: Any) -> tu
     rows = [[(k.id, k.summary, k.embedding.tobytes()) for k in await s.communities(G)] for s in (store, in_thread)]
     await in_thread.close()
     return rows[0], rows[1]
+
+
+async def test_the_real_embedders_give_the_same_summary_vectors_in_the_child_and_in_a_thread(
+        store: SqliteStore, tmp_path: Path, local_embedder: Embedder) -> None:
+    """The static table is loaded in the child (portable); the transformer stays here, in slices."""
+    by_child, by_thread = await refreshed_in_both(store, tmp_path, embedder=local_embedder)
+    assert len(by_child) > 100 and by_child == by_thread
 
 
 async def test_texts_made_in_this_process_are_embedded_in_the_child_as_a_thread_embeds_them(
