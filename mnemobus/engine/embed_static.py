@@ -46,6 +46,10 @@ class StaticEmbedder:
         self._table: np.ndarray | None = None
         self._tokenizer = None
 
+    @property
+    def table_path(self) -> Path:
+        return self._path
+
     def _load(self) -> None:
         self._tokenizer = self._teacher.load_tokenizer()
         if not self._path.exists():

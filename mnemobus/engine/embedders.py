@@ -25,9 +25,10 @@ EmbedderSpec = tuple[str, str, str]  # (provider, model, cache directory): make_
 
 def portable_spec(embedder: Embedder | None) -> EmbedderSpec | None:
     """How another process builds an embedder giving the very same vectors, or None when it cannot cheaply (the
-    transformer: a second copy of the model would hold ~200 MB and minutes of CPU to load on 2 cores)."""
+    transformer: a second copy of the model would hold ~200 MB and minutes of CPU to load on 2 cores; a static
+    table not built yet: the other process would build it, minutes at a low priority)."""
     if type(embedder) is HashEmbedder and embedder.dim == HashEmbedder().dim:
         return ("hash", "", "")
-    if type(embedder) is StaticEmbedder:
+    if type(embedder) is StaticEmbedder and embedder.table_path.exists():
         return ("static", embedder.model, str(embedder.cache_dir))
     return None

@@ -19,6 +19,8 @@ from mnemobus.engine.communities import EMBED_SLICE, CommunityRefresher, Refresh
 from mnemobus.engine.community_summary import Sketch
 from mnemobus.engine.ingest import entity_id_for
 from mnemobus.engine.embed import Embedder, HashEmbedder
+from mnemobus.engine.embed_static import StaticEmbedder
+from mnemobus.engine.embedders import portable_spec
 from mnemobus.engine.label_propagation import Propagation, triples
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.metrics import CommunityMetrics
@@ -243,7 +245,9 @@ async def refreshed_in_both(store: SqliteStore, tmp_path: Path, **kw: Any) -> tu
 
 async def test_the_real_embedders_give_the_same_summary_vectors_in_the_child_and_in_a_thread(
         store: SqliteStore, tmp_path: Path, local_embedder: Embedder) -> None:
-    """The static table is loaded in the child (portable); the transformer stays here, in slices."""
+    """The static table is loaded in the child once built (portable); the transformer stays here, in slices."""
+    await anyio.to_thread.run_sync(local_embedder.embed, ["the table is built here, not in the child"])
+    assert (portable_spec(local_embedder) is not None) == isinstance(local_embedder, StaticEmbedder)
     by_child, by_thread = await refreshed_in_both(store, tmp_path, embedder=local_embedder)
     assert len(by_child) > 100 and by_child == by_thread
 
@@ -356,3 +360,9 @@ async def test_the_same_facts_in_two_groups_give_the_same_partition(store: Sqlit
         load(store, people, facts)
         found.append(await partition(store, group, people))
     assert len(found[0]) > 20 and found[0] == found[1]
+
+
+def test_a_static_table_not_built_yet_is_not_handed_to_the_child(tmp_path: Path) -> None:
+    """The child would build it (minutes, at its low priority) and its summaries job would time out."""
+    assert portable_spec(StaticEmbedder("all-MiniLM-L6-v2-int8", tmp_path)) is None
+    assert portable_spec(HashEmbedder()) == ("hash", "", "")
