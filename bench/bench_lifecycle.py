@@ -5,7 +5,8 @@ Each refresh is measured in a child process (so its peak RSS is its own, not the
 in this process, with the refresh running in the same process beside it (worker and plugin share a process in
 `mnemobus run`), its propagation in a thread and in the child process it starts by default. Sizes: full 200k facts in one group and 1M facts in 1,000 groups; QUICK=1 5k and 20k/100;
 ONE_GROUP_FACTS, MANY_FACTS, MANY_GROUPS override (a mid-size run on a shared machine); RECALL_ONLY=1 measures
-only recall beside a refresh, RECALL_ROUNDS (2) alternations of propagation in a thread and in a child process.
+only recall beside a refresh, RECALL_ROUNDS (2) alternations of propagation in a thread and in a child process;
+RECALL_FRESH=1 has the first refresh beside recall summarise and write every community (`recall_beside_refresh`).
 """
 
 from __future__ import annotations
@@ -137,9 +138,12 @@ def refresh_in_child(path: Path, groups: list[GroupId]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def recall_beside_refresh(path: Path, group: GroupId, n: int, rounds: int) -> dict:
+def recall_beside_refresh(path: Path, group: GroupId, n: int, rounds: int, fresh: bool = False) -> dict:
     """Recall p99 idle, then while refreshes of the same group run beside it in this process, with propagation in
-    a thread and in a child process, alternately (`rounds` of each): the same machine load for both."""
+    a thread and in a child process, alternately (`rounds` of each): the same machine load for both. The group's
+    communities are stored already, so the refreshes beside recall find an unchanged graph (no summaries, one
+    write) unless `fresh` (RECALL_FRESH=1): then its communities are dropped before each busy phase and the first
+    refresh beside recall summarises, embeds and writes every one."""
     async def run() -> dict:
         store = SqliteStore(path)
         await store.open()
@@ -156,10 +160,13 @@ def recall_beside_refresh(path: Path, group: GroupId, n: int, rounds: int) -> di
             await engine.recall(q)
             return time.perf_counter() - t
 
-        samples = {mode: {"idle": [], "busy": [], "refreshes": 0} for mode in ("thread", "process")}
+        samples = {mode: {"idle": [], "busy": [], "refreshes": 0, "summaries": 0} for mode in ("thread", "process")}
         for _ in range(rounds):
             for mode, got in samples.items():
                 got["idle"] += [await timed(q) for q in queries]
+                if fresh:  # the first refresh beside recall summarises and writes every community again
+                    stale = [k.id for k in await store.communities(group)]
+                    await store.write_communities(group, [], stale, datetime.now(UTC))
                 refresher = CommunityRefresher(store, HashEmbedder(), settings=replace(SETTINGS, propagation=mode))
                 async with anyio.create_task_group() as tg:
                     running = anyio.Event()
@@ -167,7 +174,7 @@ def recall_beside_refresh(path: Path, group: GroupId, n: int, rounds: int) -> di
                     async def keep_refreshing(r: CommunityRefresher = refresher, g: dict = got) -> None:
                         while True:
                             running.set()
-                            await r.refresh(group)
+                            g["summaries"] += (await r.refresh(group)).summaries
                             g["refreshes"] += 1
 
                     tg.start_soon(keep_refreshing)
@@ -182,7 +189,7 @@ def recall_beside_refresh(path: Path, group: GroupId, n: int, rounds: int) -> di
                         f"{mode}_idle_p50_ms": percentile(got["idle"], 50) * 1000,
                         f"{mode}_busy_p99_ms": percentile(got["busy"], 99) * 1000,
                         f"{mode}_busy_p50_ms": percentile(got["busy"], 50) * 1000,
-                        f"{mode}_refreshes_beside": got["refreshes"]})
+                        f"{mode}_refreshes_beside": got["refreshes"], f"{mode}_summaries_beside": got["summaries"]})
         return out
 
     return anyio.run(run)
@@ -228,8 +235,10 @@ def main() -> None:
                         "one_second_refresh_s": round(r["second"]["total_s"], 2),
                         "one_second_refresh_summaries": r["second"]["summaries"],
                         "one_refresh_peak_rss_mb": round(r["peak_rss_mb"], 1)})
-        rec = recall_beside_refresh(one_path, group, 200 if quick() else 300, int(os.environ.get("RECALL_ROUNDS", 2)))
+        rec = recall_beside_refresh(one_path, group, 200 if quick() else 300, int(os.environ.get("RECALL_ROUNDS", 2)),
+                                    fresh=bool(os.environ.get("RECALL_FRESH")))
         figures.update({f"one_recall_{k}": round(v, 3) if isinstance(v, float) else v for k, v in rec.items()})
+        figures["one_recall_fresh"] = int(bool(os.environ.get("RECALL_FRESH")))
         for mode in ("thread", "process"):
             figures[f"one_recall_p99_busy_over_idle_{mode}"] = round(
                 rec[f"{mode}_busy_p99_ms"] / rec[f"{mode}_idle_p99_ms"], 2)

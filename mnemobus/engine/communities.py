@@ -26,15 +26,18 @@ import anyio.to_thread
 
 from mnemobus.engine.community_summary import OfflineSummariser, Sketch, Summariser
 from mnemobus.engine.embed import Embedder
+from mnemobus.engine.embedders import portable_spec
 from mnemobus.engine.label_propagation import Picked, Propagation, triples
 from mnemobus.engine.propagation_process import ProcessPropagator
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.metrics import CommunityMetrics
 from mnemobus.store.communities import Community, CommunityStore, Edge
 from mnemobus.store.contract import GraphStore, neighbourhood
+from mnemobus.store.model import Vector
 
 log = logging.getLogger("mnemobus.engine.communities")
 READ_BATCH = 500  # ids per read of names and fact sentences
+EMBED_SLICE = 64  # texts per embedding call made in this process: each call holds the GIL for one slice only
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,8 @@ class RefreshSettings:
     summary_concurrency: int = 2  # summaries (LLM calls) in flight
     vote_neighbours: int = 50  # facts read to find a new entity's neighbours
     propagation: Literal["process", "thread"] = "process"  # where the pure-CPU steps run
+    write_chunk: int = 200  # communities (dropped or written) per store transaction
+    child_nice: int = 10  # the propagation child's niceness
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,9 @@ class _Run:
     cursor: str | None = None
     read_done: bool = False
     edges: list[Edge] = field(default_factory=list)
+    keys_cursor: str | None = None
+    keys_done: bool = False
+    keys: dict[str, str] = field(default_factory=dict)  # entity id -> node_key: propagation's node order
     propagation: Propagation | None = None  # in a thread; a child process keeps its own under `key`
 
 
@@ -140,18 +148,24 @@ class CommunityRefresher:
 
     async def _refresh(self, group_id: GroupId, deadline: float, started: float) -> RefreshOutcome:
         run = self._runs.get(group_id) or self._runs.setdefault(group_id, _Run(f"{group_id}#{next(self._serial)}"))
-        while not run.read_done:  # always at least one chunk per slice, so short slices still progress
+        while not run.keys_done:  # always at least one chunk per slice, so short slices still progress
             await self.pause()
-            edges, run.cursor = await self.communities.active_edges(group_id, run.cursor, self.settings.chunk_size)
-            run.edges.extend(edges)
-            run.read_done = run.cursor is None
-            if not run.read_done and time.monotonic() > deadline:
+            if not run.read_done:
+                edges, run.cursor = await self.communities.active_edges(group_id, run.cursor, self.settings.chunk_size)
+                run.edges.extend(edges)
+                run.read_done = run.cursor is None
+            else:
+                keys, run.keys_cursor = await self.communities.node_keys(group_id, run.keys_cursor,
+                                                                         self.settings.chunk_size)
+                run.keys.update(keys)
+                run.keys_done = run.keys_cursor is None
+            if not run.keys_done and time.monotonic() > deadline:
                 return RefreshOutcome(group_id, finished=False, edges=len(run.edges),
                                       seconds=time.monotonic() - started)
         if self.settings.propagation == "process":
             if self.propagator is None:
-                self.propagator = ProcessPropagator()
-            picked = await self.propagator.run(run.key, group_id, run.edges, max(0.0, deadline - time.monotonic()),
+                self.propagator = ProcessPropagator(nice=self.settings.child_nice)
+            picked = await self.propagator.run(run.key, group_id, run.edges, run.keys, max(0.0, deadline - time.monotonic()),
                                                self.settings.max_iterations, self.settings.summary_members,
                                                self.settings.summary_facts)
         else:
@@ -163,7 +177,7 @@ class CommunityRefresher:
 
     async def _in_thread(self, run: _Run, group_id: GroupId, deadline: float) -> list[Picked] | None:
         if run.propagation is None:
-            run.propagation = await anyio.to_thread.run_sync(Propagation, triples(run.edges))
+            run.propagation = await anyio.to_thread.run_sync(Propagation, triples(run.edges), run.keys)
         if not await self._propagate(run.propagation, deadline):
             return None
         return await anyio.to_thread.run_sync(run.propagation.picked, group_id, self.settings.summary_members,
@@ -188,25 +202,65 @@ class CommunityRefresher:
             stop.set()  # a cancelled wait leaves the thread behind: it stops at its next block
 
     async def _store(self, group_id: GroupId, picked: list[Picked], run: _Run, started: float) -> RefreshOutcome:
-        stored = {k.id: k for k in await self.communities.communities(group_id)}
-        changed = [p for p in picked if p.found.id not in stored or stored[p.found.id].fingerprint != p.found.fingerprint]
-        drop = sorted(set(stored) - {p.found.id for p in picked})
+        stored = await self.communities.communities(group_id)
+        fingerprints = {k.id: k.fingerprint for k in stored}
+        del stored  # every stored summary and vector: not kept while the changed ones are made
+        changed = [p for p in picked if fingerprints.get(p.found.id) != p.found.fingerprint]
+        drop = sorted(set(fingerprints) - {p.found.id for p in picked})
         self.metrics.summaries.labels(outcome="skipped").inc(len(picked) - len(changed))
         put = await self._summarised(group_id, changed)
-        await self.communities.write_communities(group_id, put, drop, datetime.now(UTC))
+        await self._write(group_id, put, drop)
         log.info("communities of %s refreshed: %d communities (%d changed, %d dropped) from %d edges in %.2fs",
                  group_id, len(picked), len(changed), len(drop), len(run.edges), time.monotonic() - started)
         return RefreshOutcome(group_id, finished=True, edges=len(run.edges), communities=len(picked),
                               changed=len(changed), unchanged=len(picked) - len(changed), dropped=len(drop),
                               summaries=len(put), seconds=time.monotonic() - started)
 
+    async def _write(self, group_id: GroupId, put: list[Community], drop: list[str]) -> None:
+        """In transactions of `write_chunk` communities, the loop's other tasks run between them: one transaction
+        of 3,500 communities held the store's writer and this process's GIL for its whole length, in recall's
+        tail. A refresh stopped between two leaves each community whole; the next refresh writes the rest (their
+        fingerprints differ from the stored ones)."""
+        n = self.settings.write_chunk
+        now = datetime.now(UTC)
+        for i in range(0, len(drop), n):
+            await self.communities.write_communities(group_id, [], drop[i:i + n], now)
+            await anyio.sleep(0)
+        for i in range(0, len(put), n):
+            await self.communities.write_communities(group_id, put[i:i + n], [], now)
+            await anyio.sleep(0)
+        if not put:  # the refresh time, also for a group with nothing to write
+            await self.communities.write_communities(group_id, [], [], now)
+
     async def _summarised(self, group_id: GroupId, changed: list[Picked]) -> list[Community]:
+        """Summary text and vector of each changed community: in the propagation child when it can make them
+        (the offline text; an embedder it can load, `portable_spec`), else here, off the loop in slices."""
         if not changed:
             return []
         names, facts = await self._read_rows(group_id, changed)
         sketches = [Sketch(tuple(names[m] for m in p.central if m in names), tuple(facts[x] for x in p.facts if x in facts))
                     for p in changed]
-        texts: list[str] = [""] * len(changed)
+        offline = isinstance(self.summariser, OfflineSummariser)
+        spec = portable_spec(self.embedder)
+        vectors: Sequence[Vector | None] | None = None
+        if self.settings.propagation == "process" and (offline or spec is not None):
+            items: Sequence[Sketch | str] = sketches if offline else await self._texts(sketches)
+            if self.propagator is None:
+                self.propagator = ProcessPropagator(nice=self.settings.child_nice)
+            texts, made = await self.propagator.summaries(spec, items)
+            if offline:
+                self.metrics.summaries.labels(outcome="made").inc(len(texts))
+            vectors = None if made is None else list(made)
+        else:
+            texts = await self._texts(sketches)
+        if vectors is None:
+            vectors = await self._embedded(texts)
+        now = datetime.now(UTC)
+        return [Community(p.found.id, group_id, p.found.members, p.found.fingerprint, text, vector, now)
+                for p, text, vector in zip(changed, texts, vectors, strict=True)]
+
+    async def _texts(self, sketches: list[Sketch]) -> list[str]:
+        texts: list[str] = [""] * len(sketches)
         limiter = anyio.CapacityLimiter(self.settings.summary_concurrency)
 
         async def one(i: int) -> None:
@@ -215,13 +269,17 @@ class CommunityRefresher:
                 self.metrics.summaries.labels(outcome="made").inc()
 
         async with anyio.create_task_group() as tg:
-            for i in range(len(changed)):
+            for i in range(len(sketches)):
                 tg.start_soon(one, i)
-        vectors = (await anyio.to_thread.run_sync(self.embedder.embed, texts) if self.embedder is not None
-                   else [None] * len(texts))
-        now = datetime.now(UTC)
-        return [Community(p.found.id, group_id, p.found.members, p.found.fingerprint, text, vector, now)
-                for p, text, vector in zip(changed, texts, vectors, strict=True)]
+        return texts
+
+    async def _embedded(self, texts: list[str]) -> list[Vector | None]:
+        if self.embedder is None:
+            return [None] * len(texts)
+        vectors: list[Vector | None] = []
+        for i in range(0, len(texts), EMBED_SLICE):
+            vectors.extend(await anyio.to_thread.run_sync(self.embedder.embed, texts[i:i + EMBED_SLICE]))
+        return vectors
 
     async def _read_rows(self, group_id: GroupId, picks: list[Picked]) -> tuple[dict[str, str], dict[str, str]]:
         """Names and fact sentences of every changed community in a few reads: one read per community made the

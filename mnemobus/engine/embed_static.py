@@ -38,12 +38,17 @@ class StaticEmbedder:
 
     def __init__(self, model: str, cache_dir: Path | str) -> None:
         self.name = f"{model}-static"
+        self.model, self.cache_dir = model, Path(cache_dir)  # what another process needs to load the same table
         # the table is built once, so let the teacher use every core while it does
         self._teacher = LocalOnnxEmbedder(model, threads=os.cpu_count() or 1)
         self._path = Path(cache_dir) / f"{model}-static-v{_FORMAT}.npy"
         self._lock = threading.Lock()
         self._table: np.ndarray | None = None
         self._tokenizer = None
+
+    @property
+    def table_path(self) -> Path:
+        return self._path
 
     def _load(self) -> None:
         self._tokenizer = self._teacher.load_tokenizer()

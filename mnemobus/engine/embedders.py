@@ -18,3 +18,17 @@ def make_embedder(provider: str, model: str, cache_dir: Path | str = "data/embed
     if provider == "static":
         return StaticEmbedder(model, cache_dir)
     raise ConfigError(f"memory.embedding.provider: unknown provider {provider!r}")
+
+
+EmbedderSpec = tuple[str, str, str]  # (provider, model, cache directory): make_embedder's arguments
+
+
+def portable_spec(embedder: Embedder | None) -> EmbedderSpec | None:
+    """How another process builds an embedder giving the very same vectors, or None when it cannot cheaply (the
+    transformer: a second copy of the model would hold ~200 MB and minutes of CPU to load on 2 cores; a static
+    table not built yet: the other process would build it, minutes at a low priority)."""
+    if type(embedder) is HashEmbedder and embedder.dim == HashEmbedder().dim:
+        return ("hash", "", "")
+    if type(embedder) is StaticEmbedder and embedder.table_path.exists():
+        return ("static", embedder.model, str(embedder.cache_dir))
+    return None

@@ -2,16 +2,17 @@
 
 Why this shape: a refresh runs in a child process (or a thread) under a time bound, so the state of a run (labels, the
 iteration and the node reached) is an object that can stop at any block of nodes and go on later with the
-same result as a run that never stopped. Nodes are visited in sorted-id order and a node keeps its label on a
-tie, else the tied label a fixed hash of (label, node) ranks first, so one graph always gives one partition, whichever order its edges
-were read in.
+same result as a run that never stopped. Nodes are visited in the order of their keys (canonical name and type; id
+only between two equal keys) and a node keeps its label on a tie, else the tied label a fixed hash of (label, node
+index) ranks first, so one graph always gives one partition, whichever order its edges were read in and whichever
+group holds it.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -72,9 +73,12 @@ def community_id(group_id: str, members: Iterable[str]) -> str:
 
 
 class Propagation:
-    def __init__(self, edges: Iterable[Triple]) -> None:
+    def __init__(self, edges: Iterable[Triple], keys: Mapping[str, str] | None = None) -> None:
         pairs = [(s, o, f) for f, s, o in edges if s != o]
-        self.nodes = sorted({n for s, o, _ in pairs for n in (s, o)})
+        # by key (`node_key`: canonical name and type), not by id: ids are digests of the group, so the order (and
+        # with it the start labels and the tie-breaking) depended on the group's name rather than on the graph
+        keys = keys or {}
+        self.nodes = sorted({n for s, o, _ in pairs for n in (s, o)}, key=lambda n: (keys.get(n, ""), n))
         index = {n: i for i, n in enumerate(self.nodes)}
         self.adjacency: list[list[int]] = [[] for _ in self.nodes]
         self.edges = [(index[s], index[o], f) for s, o, f in pairs]
@@ -83,7 +87,7 @@ class Propagation:
             self.adjacency[o].append(s)
         for row in self.adjacency:
             row.sort()
-        self.labels = list(range(len(self.nodes)))  # a label is the index of a node: smallest id, smallest label
+        self.labels = list(range(len(self.nodes)))  # a label is the index of a node: first key, smallest label
         self.iteration = 0
         self.position = 0
         self.moved = False

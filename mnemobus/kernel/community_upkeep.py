@@ -33,7 +33,7 @@ def refresh_settings(cfg: CommunitiesSettings) -> RefreshSettings:
     return RefreshSettings(chunk_size=cfg.chunk_size, time_budget_s=cfg.time_budget_s,
                            max_iterations=cfg.max_iterations, summary_members=cfg.summary_members,
                            summary_facts=cfg.summary_facts, summary_concurrency=cfg.summary_concurrency,
-                           propagation=cfg.propagation)
+                           propagation=cfg.propagation, write_chunk=cfg.write_chunk, child_nice=cfg.child_nice)
 
 
 def build_summariser(cfg: CommunitiesSettings, extraction: ExtractionSettings, llm_metrics: LlmMetrics,

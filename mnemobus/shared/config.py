@@ -467,6 +467,10 @@ class CommunitiesSettings(Section):
     propagation: Literal["process", "thread"] = Field(default="process", description="where label propagation "
                                                      "runs: a child process (off the GIL, so recall beside a refresh "
                                                      "keeps its pace) or a thread of the worker")
+    write_chunk: int = Field(default=200, ge=1, le=10_000, description="communities written (or dropped) per store "
+                             "transaction; the worker's other tasks (recall) run between two")
+    child_nice: int = Field(default=10, ge=0, le=19, description="niceness of the propagation child process: "
+                            "with fewer free cores than busy processes, recall is scheduled before it")
 
 
 class Settings(BaseSettings):

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 
-from mnemobus.engine.communities import CommunityRefresher, RefreshSettings
-from mnemobus.engine.embed import HashEmbedder
+from mnemobus.engine.communities import EMBED_SLICE, CommunityRefresher, RefreshSettings
+from mnemobus.engine.community_summary import Sketch
+from mnemobus.engine.ingest import entity_id_for
+from mnemobus.engine.embed import Embedder, HashEmbedder
+from mnemobus.engine.embed_static import StaticEmbedder
+from mnemobus.engine.embedders import portable_spec
 from mnemobus.engine.label_propagation import Propagation, triples
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.metrics import CommunityMetrics
@@ -192,10 +200,101 @@ async def test_propagation_in_a_child_process_finds_exactly_the_communities_a_th
     assert child.propagator is not None and child.propagator.started == 1 and thread.propagator is None
     assert (by_child.communities, by_child.summaries) == (by_thread.communities, by_thread.summaries)
     assert by_child.communities > 4
-    assert [(k.id, k.members, k.fingerprint, k.summary) for k in await store.communities(G)] == [
-        (k.id, k.members, k.fingerprint, k.summary) for k in await in_thread.communities(G)]
+    assert [(k.id, k.members, k.fingerprint, k.summary, k.embedding.tobytes()) for k in await store.communities(G)] == [
+        (k.id, k.members, k.fingerprint, k.summary, k.embedding.tobytes()) for k in await in_thread.communities(G)]
     await child.aclose()
     await in_thread.close()
+
+
+class Tagged:
+    """A summariser other than the offline one (as the LLM's): its texts are made in this process."""
+
+    name = "tagged"
+
+    async def summarise(self, sketch: Sketch) -> str:
+        return "tagged " + " / ".join(sketch.names)
+
+
+class Unportable(HashEmbedder):
+    """An embedder the child cannot rebuild (as the transformer): it embeds in this process; calls counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        return super().embed(texts)
+
+
+async def refreshed_in_both(store: SqliteStore, tmp_path: Path, **kw: Any) -> tuple[list, list]:
+    """The stored communities of a refresh with propagation in the child and of one in a thread."""
+    entities, facts = cliques(G, [3] * 150, bridges=20)
+    load(store, entities, facts)
+    in_thread = SqliteStore(tmp_path / "thread.sqlite3")
+    await in_thread.open()
+    load(in_thread, entities, facts)
+    child = CommunityRefresher(store, settings=RefreshSettings(propagation="process"), **kw)
+    await child.refresh(G)
+    await CommunityRefresher(in_thread, settings=RefreshSettings(propagation="thread"), **kw).refresh(G)
+    await child.aclose()
+    rows = [[(k.id, k.summary, k.embedding.tobytes()) for k in await s.communities(G)] for s in (store, in_thread)]
+    await in_thread.close()
+    return rows[0], rows[1]
+
+
+async def test_the_real_embedders_give_the_same_summary_vectors_in_the_child_and_in_a_thread(
+        store: SqliteStore, tmp_path: Path, local_embedder: Embedder) -> None:
+    """The static table is loaded in the child once built (portable); the transformer stays here, in slices."""
+    await anyio.to_thread.run_sync(local_embedder.embed, ["the table is built here, not in the child"])
+    assert (portable_spec(local_embedder) is not None) == isinstance(local_embedder, StaticEmbedder)
+    by_child, by_thread = await refreshed_in_both(store, tmp_path, embedder=local_embedder)
+    assert len(by_child) > 100 and by_child == by_thread
+
+
+async def test_texts_made_in_this_process_are_embedded_in_the_child_as_a_thread_embeds_them(
+        store: SqliteStore, tmp_path: Path) -> None:
+    by_child, by_thread = await refreshed_in_both(store, tmp_path, embedder=HashEmbedder(), summariser=Tagged())
+    assert len(by_child) > 100 and all(summary.startswith("tagged ") for _, summary, _ in by_child)
+    assert by_child == by_thread
+
+
+async def test_an_embedder_the_child_cannot_load_embeds_here_in_slices_as_a_thread_does(
+        store: SqliteStore, tmp_path: Path) -> None:
+    embedder = Unportable()
+    by_child, by_thread = await refreshed_in_both(store, tmp_path, embedder=embedder)
+    assert by_child == by_thread and len(by_child) > EMBED_SLICE
+    assert max(embedder.calls) == EMBED_SLICE and sum(embedder.calls) == 2 * len(by_child)
+
+
+async def test_communities_are_written_in_transactions_of_write_chunk(store: SqliteStore) -> None:
+    entities, facts = cliques(G, [3] * 25, bridges=0)
+    load(store, entities, facts)
+    writes: list[tuple[int, int]] = []
+    write = store.write_communities
+
+    async def counted(group_id: GroupId, put: Sequence, drop: Sequence, at: datetime) -> None:
+        writes.append((len(put), len(drop)))
+        await write(group_id, put, drop, at)
+
+    store.write_communities = counted  # type: ignore[method-assign]
+    await CommunityRefresher(store, None, settings=RefreshSettings(write_chunk=10, propagation="thread")).refresh(G)
+    assert writes == [(10, 0), (10, 0), (5, 0)] and len(await store.communities(G)) == 25
+    writes.clear()
+    for fact in facts[:3 * 12]:  # twelve of the triangles gone: their communities are dropped
+        await store.delete_fact(G, fact.id)
+    await CommunityRefresher(store, None, settings=RefreshSettings(write_chunk=10, propagation="thread")).refresh(G)
+    assert writes == [(0, 10), (0, 2), (0, 0)] and len(await store.communities(G)) == 13
+
+
+async def test_the_propagation_child_runs_at_the_configured_niceness(store: SqliteStore) -> None:
+    entities, facts = cliques(G, [4, 5], bridges=1)
+    load(store, entities, facts)
+    refresher = CommunityRefresher(store, None, settings=RefreshSettings(child_nice=7))
+    await refresher.refresh(G)
+    assert refresher.propagator is not None and refresher.propagator.pid is not None
+    assert os.getpriority(os.PRIO_PROCESS, refresher.propagator.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
+    await refresher.aclose()
 
 
 async def test_a_child_process_refresh_out_of_time_resumes_to_the_same_communities(
@@ -237,3 +336,33 @@ async def test_cancelling_a_refresh_kills_its_child_process_and_the_next_refresh
     assert (await refresher.refresh(G)).finished
     assert refresher.propagator.started == 2 and await store.communities(G) != []
     await refresher.aclose()
+
+
+def named_graph(group: GroupId, n: int, seed: int) -> tuple[list, list]:
+    """A sparse random graph of named people with ingestion's ids (digests that include the group)."""
+    rng = random.Random(seed)
+    people = [replace(person(group, f"p{i}"), id=entity_id_for(group, f"p{i}")) for i in range(n)]
+    pairs = {tuple(sorted((rng.randrange(n), rng.randrange(n)))) for _ in range(n)}
+    facts = [replace(link(group, people[a], "knows", people[b]), id=f"{group}:{a}:{b}") for a, b in sorted(pairs) if a != b]
+    return people, facts
+
+
+async def partition(store: SqliteStore, group: GroupId, people: list) -> set[frozenset[str]]:
+    await CommunityRefresher(store, None, settings=RefreshSettings(propagation="thread")).refresh(group)
+    name = {p.id: p.canonical_name for p in people}
+    return {frozenset(name[m] for m in k.members) for k in await store.communities(group)}
+
+
+async def test_the_same_facts_in_two_groups_give_the_same_partition(store: SqliteStore) -> None:
+    found = []
+    for group in (GroupId("user_upkeep"), GroupId("user_elsewhere")):
+        people, facts = named_graph(group, 400, 5)
+        load(store, people, facts)
+        found.append(await partition(store, group, people))
+    assert len(found[0]) > 20 and found[0] == found[1]
+
+
+def test_a_static_table_not_built_yet_is_not_handed_to_the_child(tmp_path: Path) -> None:
+    """The child would build it (minutes, at its low priority) and its summaries job would time out."""
+    assert portable_spec(StaticEmbedder("all-MiniLM-L6-v2-int8", tmp_path)) is None
+    assert portable_spec(HashEmbedder()) == ("hash", "", "")

@@ -183,6 +183,14 @@ def test_a_zero_community_time_budget_is_refused_naming_the_file_and_field(tmp_p
         load_settings(f)
 
 
+def test_a_zero_community_write_chunk_is_refused_naming_the_file_and_field(tmp_path):
+    _refused(tmp_path, "communities:\n  write_chunk: 0\n", r"communities\.write_chunk.*greater than or equal to 1")
+
+
+def test_a_child_niceness_past_19_is_refused_naming_the_field(tmp_path):
+    _refused(tmp_path, "communities:\n  child_nice: 20\n", r"communities\.child_nice.*less than or equal to 19")
+
+
 def test_community_refreshes_every_n_episodes_from_the_environment(monkeypatch):
     monkeypatch.setenv("MNEMOBUS_COMMUNITIES__REFRESH_EVERY_EPISODES", "7")
     assert load_settings(None).communities.refresh_every_episodes == 7

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.communities import Community, CommunityStore
+from mnemobus.store.communities import Community, CommunityStore, node_key
 from mnemobus.store.contract import GraphStore
 
 from tests.store.test_conformance import T0, alice_graph, entity, fact, put, vec
@@ -43,6 +43,18 @@ async def test_active_edges_come_in_chunks_and_leave_out_ended_facts(store: Grap
     assert sorted(e.fact_id for e in seen) == sorted(f.id for f in g["facts"])  # type: ignore[attr-defined]
     works = next(e for e in seen if e.fact_id.endswith(":works_at:acme"))
     assert (works.subject_id, works.object_id) == (g["alice"].id, g["acme"].id)  # type: ignore[attr-defined]
+
+
+async def test_node_keys_come_in_chunks_with_each_entitys_canonical_name_and_type(store: GraphStore,
+                                                                                  group: GroupId) -> None:
+    g = await alice_graph(store, group)
+    keys, cursor = await store.node_keys(group, None, 2)  # type: ignore[attr-defined]
+    while cursor is not None:
+        more, cursor = await store.node_keys(group, cursor, 2)  # type: ignore[attr-defined]
+        assert not set(more) & set(keys)
+        keys.update(more)
+    alice = g["alice"]  # type: ignore[index]
+    assert keys[alice.id] == node_key(alice.canonical_name, alice.type) and len(keys) == 5  # alice_graph: 5
 
 
 async def test_written_communities_read_back_with_members_summary_and_vector(store: GraphStore, group: GroupId) -> None:

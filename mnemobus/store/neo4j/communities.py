@@ -15,7 +15,7 @@ import numpy as np
 from neo4j import AsyncManagedTransaction
 
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.communities import Community, Edge, GraphStats, nearest_communities
+from mnemobus.store.communities import Community, Edge, GraphStats, nearest_communities, node_key
 from mnemobus.store.contract import Hit
 from mnemobus.store.model import Vector
 from mnemobus.store.neo4j.rows import run_rows
@@ -46,6 +46,14 @@ class Neo4jCommunities:
         edges = [Edge(r["id"], r["s"], r["o"]) for r in rows]
         return edges, (edges[-1].fact_id if len(edges) == limit else None)
 
+    async def node_keys(self, group_id: GroupId, cursor: str | None, limit: int) -> tuple[dict[str, str], str | None]:
+        rows = await self._read_rows(  # type: ignore[attr-defined]
+            "MATCH (n:Entity {group_id: $g}) WHERE n.id > $after "
+            "RETURN n.id AS id, n.canonical_name AS name, n.type AS type ORDER BY n.id LIMIT $n",
+            g=group_id, after=cursor or "", n=limit)
+        return ({r["id"]: node_key(r["name"], r["type"]) for r in rows},
+                rows[-1]["id"] if len(rows) == limit else None)
+
     async def communities(self, group_id: GroupId) -> list[Community]:
         rows = await self._read_rows(  # type: ignore[attr-defined]
             "MATCH (c:Community {group_id: $g}) OPTIONAL MATCH (c)-[:HAS_MEMBER]->(e:Entity) "
@@ -59,7 +67,7 @@ class Neo4jCommunities:
     async def write_communities(self, group_id: GroupId, put: Sequence[Community], drop: Sequence[str],
                                 refreshed_at: datetime) -> None:
         rows = [{"id": k.id, "fp": k.fingerprint, "summary": k.summary, "size": len(k.members),
-                 "emb": None if k.embedding is None else [float(x) for x in k.embedding],
+                 "emb": None if k.embedding is None else np.asarray(k.embedding, np.float32).tolist(),
                  "updated": k.updated_at.timestamp(), "members": list(k.members)} for k in put]
 
         async def work(tx: AsyncManagedTransaction) -> None:

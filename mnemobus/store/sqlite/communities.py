@@ -68,6 +68,16 @@ class SqliteCommunities:
 
         return await self._read(q)  # type: ignore[attr-defined]
 
+    async def node_keys(self, group_id: GroupId, cursor: str | None, limit: int) -> tuple[dict[str, str], str | None]:
+        after = int(cursor) if cursor else 0
+
+        def q(c: sqlite3.Connection) -> tuple[dict[str, str], str | None]:
+            rows = c.execute("SELECT rowid, id, canonical_name || char(31) || type FROM entities WHERE group_id = ?"
+                             " AND rowid > ? ORDER BY rowid LIMIT ?", (group_id, after, limit)).fetchall()
+            return {r[1]: r[2] for r in rows}, (str(rows[-1][0]) if len(rows) == limit else None)
+
+        return await self._read(q)  # type: ignore[attr-defined]
+
     async def communities(self, group_id: GroupId) -> list[Community]:
         def q(c: sqlite3.Connection) -> list[Community]:
             members: dict[str, list[str]] = {}
