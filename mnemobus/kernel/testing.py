@@ -112,12 +112,13 @@ def run_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[No
         yield
 
 
-@pytest.fixture(autouse=True)
-def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Every test holds the run's lock shared, an `exclusive` test holds it alone. The gate lets an exclusive
-    test that waits keep new tests from starting, so it is not starved by the other workers' overlapping ones."""
+@contextlib.contextmanager
+def run_turn(tmp_path_factory: pytest.TempPathFactory, *, alone: bool = False) -> Iterator[None]:
+    """Hold the run's lock shared (alone: exclusively), as every test does. The gate lets an exclusive test that
+    waits keep new tests from starting, so it is not starved by the other workers' overlapping ones. A
+    module-scoped fixture that opens a store takes it too (fixtures of wider scope start before the test's turn):
+    an opening store finishes another worker's journalled erasure, which an exclusive test may be watching."""
     root = run_dir(tmp_path_factory)
-    alone = request.node.get_closest_marker("exclusive") is not None
     with _flock(root / "turn.gate", fcntl.LOCK_EX):
         lock = _flock(root / "turn.lock", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         lock.__enter__()
@@ -125,6 +126,13 @@ def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield
     finally:
         lock.__exit__(None, None, None)
+
+
+@pytest.fixture(autouse=True)
+def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every test holds the run's lock shared, an `exclusive` test holds it alone."""
+    with run_turn(tmp_path_factory, alone=request.node.get_closest_marker("exclusive") is not None):
+        yield
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ tests stay independent of each other and of their order, and no lock is taken.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import uuid as uuidlib
@@ -36,6 +37,7 @@ from mnemobus.api.service import EXTRA_URL, run_api
 from mnemobus.bus.reset import delete_every_stream
 from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.kernel.app import Runtime, open_runtime, serve
+from mnemobus.kernel.testing import run_turn
 from mnemobus.shared import subjects
 from mnemobus.shared.config import ApiSettings, RecallTuning, Settings
 from mnemobus.shared.groups import user_group
@@ -112,7 +114,7 @@ def doors_settings(backend: str, mode: str, request: pytest.FixtureRequest,
     # what is recalled is the subject here, not how fast: the plugin's deadline and the API's search timeout must
     # not cut the session Neo4j's first recall (its mirror loading) on a loaded machine
     data["memory"]["recall_deadline_ms"] = 10_000
-    data["api"]["search_timeout_s"] = 60  # the MCP door's searches (the HTTP and NATS API's: `serve_doors`)
+    data["api"]["search_timeout_s"] = 60  # the MCP door's searches (the HTTP and NATS API's: `doors`)
     data["mcp"] = {"port": 0, "clients": [{"name": "agent", "token": MCP_TOKEN}]}
     chosen = Settings.model_validate(data)
     # and no time bound on the graph's second hop (Sofia -> Biscuit -> the turn): a loaded Neo4j's first read can
@@ -129,7 +131,9 @@ async def doors(backend: str, mode: str, request: pytest.FixtureRequest,
     of this store and mode; on a JetStream emptied of the streams earlier tests of this worker left."""
     chosen, plugin_group = doors_settings(backend, mode, request, tmp_path_factory)
     await delete_every_stream(chosen.nats.url, 10)
-    async with open_runtime(chosen) as rt:
+    async with contextlib.AsyncExitStack() as stack:
+        with run_turn(tmp_path_factory):  # opening the store: as a test would (kernel/testing.py says why)
+            rt = await stack.enter_async_context(open_runtime(chosen))
         async with anyio.create_task_group() as tg:
             await tg.start(lambda task_status: serve(rt, {"plugin", "worker"},
                                                      plugins=[MemoryPlugin(), EchoExecutor("echo")],
