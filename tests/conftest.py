@@ -27,8 +27,14 @@ def users_file(tmp_path: Path) -> Path:
 def settings(tmp_path: Path, fresh_nats_url: str, users_file: Path) -> Settings:
     """Settings for a test: the session's nats-server emptied of streams (a private one for own_server tests), a
     private SQLite file, short timeouts."""
+    return suite_settings(tmp_path, fresh_nats_url, users_file)
+
+
+def suite_settings(tmp_path: Path, nats_url: str, users_file: Path) -> Settings:
+    """The `settings` fixture's values on a folder, server and users file of the caller's (a module-scoped runtime's,
+    which no function-scoped fixture can give)."""
     return Settings(
-        nats={"url": fresh_nats_url, "max_message_bytes": 64 * 1024},
+        nats={"url": nats_url, "max_message_bytes": 64 * 1024},
         store={"backend": "sqlite", "sqlite_path": tmp_path / "memory.sqlite3"},
         # shedding on loop lag and on the recall time share is off: a busy test machine (a Neo4j JVM starting) must
         # not decide what recall returns

@@ -51,7 +51,7 @@ class Recipe:
     graph_decay: float = 0.5  # activation kept per hop
     # lateral inhibition: share of the gap to each stronger top node subtracted (0: none). With 0.1 a turn one
     # mention from a weak seed fell out whenever one turn held most of the activation
-    # (tests/api/test_graph_recall_doors.py)
+    # (tests/api/graph_doors.py)
     graph_inhibition: float = 0.0
     graph_threshold: float = 0.05  # activation below this share of the strongest is dropped
     graph_node_cap: int = 50  # entities carried to the second hop, and turns and facts kept

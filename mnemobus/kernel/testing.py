@@ -60,9 +60,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On an xdist worker: files with a test marked `slow` first, so the longest (minutes) do not start last; then
-    the others by number of tests; last the files whose tests are all `exclusive` (the chaos tests): the other
-    workers wait while one runs, and at the end they have nothing left to do anyway. A file's tests keep their
-    order. Every worker sorts alike, so their collections agree; `--no-loadscope-reorder` keeps this order."""
+    the others by number of tests; then the files with some `exclusive` tests; last the files whose tests are all
+    `exclusive` (the chaos tests). The other workers wait while an exclusive test runs, and near the end they have
+    little left to do anyway: the killed-worker fault test, in a `slow` file handed out first, held the three other
+    workers at the gate for 253 s at the start of a run. A file's tests keep their order. Every worker sorts alike,
+    so their collections agree; `--no-loadscope-reorder` keeps this order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     files: dict[str, list[pytest.Item]] = {}
@@ -70,7 +72,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
 
     def rank(f: str) -> int:
-        if all(i.get_closest_marker("exclusive") for i in files[f]):
+        alone = [i.get_closest_marker("exclusive") is not None for i in files[f]]
+        if all(alone):
+            return 3
+        if any(alone):
             return 2
         return 0 if any(i.get_closest_marker("slow") for i in files[f]) else 1
 
@@ -107,12 +112,13 @@ def run_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[No
         yield
 
 
-@pytest.fixture(autouse=True)
-def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Every test holds the run's lock shared, an `exclusive` test holds it alone. The gate lets an exclusive
-    test that waits keep new tests from starting, so it is not starved by the other workers' overlapping ones."""
+@contextlib.contextmanager
+def run_turn(tmp_path_factory: pytest.TempPathFactory, *, alone: bool = False) -> Iterator[None]:
+    """Hold the run's lock shared (alone: exclusively), as every test does. The gate lets an exclusive test that
+    waits keep new tests from starting, so it is not starved by the other workers' overlapping ones. A
+    module-scoped fixture that opens a store takes it too (fixtures of wider scope start before the test's turn):
+    an opening store finishes another worker's journalled erasure, which an exclusive test may be watching."""
     root = run_dir(tmp_path_factory)
-    alone = request.node.get_closest_marker("exclusive") is not None
     with _flock(root / "turn.gate", fcntl.LOCK_EX):
         lock = _flock(root / "turn.lock", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         lock.__enter__()
@@ -120,6 +126,13 @@ def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield
     finally:
         lock.__exit__(None, None, None)
+
+
+@pytest.fixture(autouse=True)
+def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every test holds the run's lock shared, an `exclusive` test holds it alone."""
+    with run_turn(tmp_path_factory, alone=request.node.get_closest_marker("exclusive") is not None):
+        yield
 
 
 @pytest.fixture

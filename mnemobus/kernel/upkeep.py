@@ -1,4 +1,5 @@
-"""The worker's scheduled upkeep: eviction past retention and decay of retrieval counts, every group.
+"""The worker's scheduled upkeep: eviction past retention and decay of retrieval counts, every group (or every
+group whose id starts with the section's `groups_prefix`: a store shared with others, or a test on a shared Neo4j).
 
 Runs as one task in the worker's task group, so a stop cancels it with the rest of the worker: it waits on the
 stop event between passes and between groups, and a pass already writing one group finishes that group's
@@ -18,10 +19,16 @@ from datetime import UTC, datetime
 import anyio
 
 from mnemobus.shared.config import Settings
+from mnemobus.shared.groups import GroupId
 from mnemobus.engine.retention import decay_groups, evict_groups, lifecycle_of, policy_of
 from mnemobus.shared.metrics import LifecycleMetrics
 
 log = logging.getLogger("mnemobus.upkeep")
+
+
+async def scheduled_groups(store: object, prefix: str) -> list[GroupId]:
+    """The store's groups a scheduled pass works on: those whose id starts with `prefix` (all when it is '')."""
+    return [g for g in await store.group_ids() if g.startswith(prefix)]  # type: ignore[attr-defined]
 
 
 async def run_upkeep(store: object, settings: Settings, metrics: LifecycleMetrics, stop: anyio.Event) -> None:
@@ -34,12 +41,12 @@ async def run_upkeep(store: object, settings: Settings, metrics: LifecycleMetric
     retention, decay = settings.retention, settings.decay
 
     async def evict() -> None:
-        groups = await store.group_ids()  # type: ignore[attr-defined]
+        groups = await scheduled_groups(store, retention.groups_prefix)
         await evict_groups(store, groups, policy_of(retention), now=datetime.now(UTC), trigger="schedule",
                            metrics=metrics)
 
     async def fade() -> None:
-        groups = await store.group_ids()  # type: ignore[attr-defined]
+        groups = await scheduled_groups(store, decay.groups_prefix)
         await decay_groups(store, groups, decay, now=datetime.now(UTC), metrics=metrics)
 
     jobs: list[tuple[str, float, Callable[[], Awaitable[None]]]] = []

@@ -425,6 +425,8 @@ class RetentionSettings(Section):
                                    "connected (then least recently seen) go first, with their facts")
     interval_s: float = Field(default=3600, gt=0, description="how often each worker evicts, every group")
     scheduled: bool = Field(default=True, description="the worker evicts on its schedule (off: only on demand)")
+    groups_prefix: str = Field(default="", description="the scheduled pass evicts only groups whose id starts with "
+                               "this ('': every group); a store shared with others, or a test on the run's Neo4j")
 
 
 class DecaySettings(Section):
@@ -436,6 +438,8 @@ class DecaySettings(Section):
                               "however many workers run)")
     min_confidence: float = Field(default=0.2, ge=0, le=1, description="confidence never decays below this")
     scheduled: bool = Field(default=True, description="the worker decays on its schedule")
+    groups_prefix: str = Field(default="", description="the scheduled pass decays only groups whose id starts with "
+                               "this ('': every group)")
 
 
 class PromotionSettings(Section):

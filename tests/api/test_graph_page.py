@@ -16,17 +16,26 @@ from mnemobus.shared.config import ApiSettings
 from mnemobus.kernel.headless import Browser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graphio"))
-from graph_support import ROOT, build_josh  # noqa: E402  (the graphio tests' own helpers)
+from graph_support import build_josh  # noqa: E402  (the graphio tests' own helpers)
 
 pytestmark = pytest.mark.anyio
 GROUP = "user_josh"
-ARTEFACTS = Path(os.environ.get("MNEMOBUS_TEST_ARTEFACTS", ROOT / "tests" / "artefacts"))
+#: where the screenshots go when asked to refresh the committed ones (tests/artefacts); else each test's tmp_path,
+#: so `make test` leaves the tree clean
+REFRESH = "MNEMOBUS_TEST_ARTEFACTS"
 READY = "document.documentElement.dataset.ready"
 
 
 @pytest.fixture
 def api_config() -> ApiSettings:
     return keyed_api_config()
+
+
+@pytest.fixture
+def artefacts(tmp_path: Path) -> Path:
+    """The folder a test's screenshots go to: `MNEMOBUS_TEST_ARTEFACTS=tests/artefacts` refreshes the committed ones."""
+    chosen = os.environ.get(REFRESH)
+    return Path(chosen) if chosen else tmp_path
 
 
 @pytest.fixture
@@ -88,34 +97,34 @@ async def test_graph_page_is_one_file_that_allows_no_network(josh_api: Api) -> N
     assert "src=" not in r.text and "href=" not in r.text  # nothing loaded from anywhere
 
 
-async def test_page_in_chromium_holds_every_entity_of_the_group(josh_api: Api) -> None:
+async def test_page_in_chromium_holds_every_entity_of_the_group(josh_api: Api, artefacts: Path) -> None:
     def names(browser: Browser) -> list[str]:
-        browser.screenshot(ARTEFACTS / "graph-page-loaded.png")
+        browser.screenshot(artefacts / "graph-page-loaded.png")
         return browser.evaluate("[...document.querySelectorAll('#nodes circle')].map(c => c.textContent)")
 
     assert sorted(await in_browser(josh_api, names)) == [
         "Acme", "Anna", "Berlin", "Josh", "Max", "Paris", "dog", "nurse"]
 
 
-async def test_clicking_an_entity_lists_its_facts_with_the_turns_they_came_from(josh_api: Api) -> None:
+async def test_clicking_an_entity_lists_its_facts_with_the_turns_they_came_from(josh_api: Api, artefacts: Path) -> None:
     def clicked(browser: Browser) -> str:
         click_entity(browser, "Josh")
         text = browser.wait_for("document.getElementById('facts').innerText.includes('Josh lives in Berlin') &&"
                                 " document.getElementById('facts').innerText")
-        browser.screenshot(ARTEFACTS / "graph-page-josh.png")
+        browser.screenshot(artefacts / "graph-page-josh.png")
         return str(text)
 
     text = await in_browser(josh_api, clicked)
     assert "Josh lives in Berlin\nfrom 2025-04-01\nJosh (user), 2025-05-01: I moved to Berlin last month." in text
 
 
-async def test_time_control_hides_a_fact_ended_before_the_chosen_date(josh_api: Api) -> None:
+async def test_time_control_hides_a_fact_ended_before_the_chosen_date(josh_api: Api, artefacts: Path) -> None:
     def shown_on(browser: Browser) -> list[bool]:
         seen = []
         for day in ("2025-03-15", "2025-04-02"):  # the job at Acme ended on 2025-04-01
             set_date(browser, day)
             seen.append(fact_shown(browser, "Josh works at Acme"))
-        browser.screenshot(ARTEFACTS / "graph-page-2025-04-02.png")
+        browser.screenshot(artefacts / "graph-page-2025-04-02.png")
         return seen
 
     assert await in_browser(josh_api, shown_on) == [True, False]

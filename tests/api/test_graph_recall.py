@@ -1,6 +1,6 @@
 """Graph recall's configuration: `memory.recall.graph` and its parameters are validated keys, refused by name when
 wrong, and set from the environment like every key. What it recalls, through every door and on both stores, is
-tests/api/test_graph_recall_doors.py."""
+tests/api/graph_doors.py."""
 
 from __future__ import annotations
 

@@ -73,11 +73,14 @@ def _worker_process(settings) -> subprocess.Popen:
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-# exclusive: 5,000 episodes through a worker killed and restarted must finish within its bound; beside three other
-# workers' tests on two cores it did not (3,872 of 5,000 in 240 s, first merged parallel run)
+# exclusive: the episodes through a worker killed and restarted must finish within its bound; beside three other
+# workers' tests on two cores they did not (3,872 of 5,000 in 240 s, first merged parallel run). 2,000, not 5,000:
+# what is proven is that the batch in flight at the kill is redelivered once and stored once; the kill lands after
+# 300 are stored with at least 1,700 still to come (asserted below), and the 3,000 more were ~60% of the time the
+# other workers waited for this test
 @pytest.mark.exclusive
 async def test_worker_killed_mid_stream_loses_and_doubles_nothing(settings):
-    total = 5000
+    total = 2000
     async with open_runtime(settings) as rt:  # publisher and reader only; the worker is a separate process
         await rt.bus.ensure_streams()
         worker = _worker_process(settings)

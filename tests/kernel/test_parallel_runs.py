@@ -1,7 +1,7 @@
 """How `make test` spreads tests over pytest-xdist workers (mnemobus/kernel/testing.py), shown on a small suite of
 its own run the way `make test` runs ours: a file's tests run in order on one worker, a file with a `slow` test is
-handed out first and one whose tests are all `exclusive` last, and an `exclusive` test runs while no other test of
-the run does."""
+handed out first, one with an `exclusive` test after those without and one whose tests are all `exclusive` last,
+and an `exclusive` test runs while no other test of the run does."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ SUITE = {
        for f, hold in (("x", 0.05), ("y", 0.25), ("z", 0.3))},
     "test_alone.py": "def test_first():\n    record('first', 0.05)\n"
                      "@pytest.mark.exclusive\ndef test_alone():\n    record('alone', 0.5)\n",
+    # the most tests, one of them exclusive: handed out after the files with none (by size it would come first)
+    "test_big_alone.py": "".join(f"def test_b{i}():\n    record('b{i}', 0.02)\n" for i in range(7))
+                         + "@pytest.mark.exclusive\ndef test_b7():\n    record('b7', 0.05)\n",
     # first in collection order, every test exclusive: handed out last
     "test_all_alone.py": "@pytest.mark.exclusive\ndef test_late():\n    record('late', 0.05)\n",
     # last in collection order, one test: handed out last but for its mark
@@ -61,7 +64,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
 
 
 def test_the_tests_of_one_file_run_in_order_on_one_worker(run: list[dict[str, object]]) -> None:
-    assert len(run) == 22
+    assert len(run) == 30
     for f in "xyz":
         mine = [r for r in run if str(r["test"]).startswith(f)]
         assert len({r["worker"] for r in mine}) == 1
@@ -97,3 +100,9 @@ def test_a_file_whose_tests_are_all_exclusive_is_handed_out_last(run: list[dict[
     # every other file had started (its tests go on on their workers meanwhile, waiting for the exclusive one)
     firsts = ("x0", "y0", "z0", "first", "slow")
     assert [r["test"] for r in run if r["test"] in firsts and r["start"] > late["start"]] == []
+
+
+def test_a_file_with_an_exclusive_test_is_handed_out_after_the_files_without_one(
+        run: list[dict[str, object]]) -> None:
+    b0 = next(r for r in run if r["test"] == "b0")
+    assert [r["test"] for r in run if r["test"] in ("x0", "y0", "z0", "slow") and r["start"] > b0["start"]] == []

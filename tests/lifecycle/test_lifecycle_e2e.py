@@ -95,11 +95,11 @@ async def test_a_dry_run_counts_what_would_go_and_evicts_nothing(system: System)
     assert sample(system, "mnemobus_evicted_total", kind="fact", trigger="demand") == 0
 
 
-# exclusive: a scheduled pass evicts every group of the store, and on the run's shared Neo4j other workers' tests
-# hold groups with facts ended long ago (one such group's eviction was counted here before Josh's)
-@pytest.mark.exclusive
+# only JOSH's groups (groups_prefix): on the run's shared Neo4j other workers' tests hold groups with facts ended long
+# ago (one such group's eviction was counted here before Josh's); JOSH is the lifecycle tests' and they take turns
 async def test_the_worker_evicts_on_its_schedule(settings: Settings) -> None:
-    async with running(with_upkeep(settings, retention={"scheduled": True, "interval_s": 0.2})) as system:
+    scoped = {"scheduled": True, "interval_s": 0.2, "groups_prefix": JOSH}
+    async with running(with_upkeep(settings, retention=scoped)) as system:
         await moved_to_bergen(system)
 
         async def josh_evicted() -> int:
@@ -136,9 +136,10 @@ async def test_decay_lowers_confidence_and_observing_the_fact_again_restores_it(
     assert await _confidence(system, fact_id) == 1.0
 
 
-@pytest.mark.exclusive  # a scheduled pass decays every group of the store: on the shared Neo4j, other tests' too
+# only JOSH's groups (groups_prefix): on the shared Neo4j a pass over every group would decay other tests' too
 async def test_the_worker_decays_on_its_schedule(settings: Settings) -> None:
-    async with running(with_upkeep(settings, decay={"scheduled": True, "interval_s": 0.3, "factor": 0.5})) as system:
+    scoped = {"scheduled": True, "interval_s": 0.3, "factor": 0.5, "groups_prefix": JOSH}
+    async with running(with_upkeep(settings, decay=scoped)) as system:
         await tell(system, JOSH, ("I'm vegetarian.", days_ago(10)))
         fact_id = await _vegetarian(system)
 

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.anyio
 async def test_open_against_no_server_retries_then_says_what_failed() -> None:
     store = Neo4jStore(f"bolt://127.0.0.1:{free_port()}", connect_timeout_s=1.5)
     t0 = time.monotonic()
-    with pytest.raises(StoreUnavailable, match=r"(?s)did not answer within 2 s .*is the server running\?"):
+    with pytest.raises(StoreUnavailable, match=r"(?s)did not answer within 1\.5 s .*is the server running\?"):
         await store.open()
-    assert time.monotonic() - t0 >= 1.0  # it retried with backoff instead of giving up at once
+    assert time.monotonic() - t0 >= 1.5  # it retried with backoff until its deadline instead of giving up early
 
 
 def test_lucene_terms_escape_every_operator() -> None:
