@@ -19,6 +19,8 @@ pytestmark = pytest.mark.anyio
 LATER = T0 + timedelta(days=1)
 
 
+# exclusive: warming takes the groups the shared Neo4j saw written last, and other workers write groups too
+@pytest.mark.exclusive
 async def test_warming_mirrors_the_most_recently_written_groups_up_to_the_number_asked(
         open_neo4j: Callable[..., Any], neo: Neo4jStore, new_group: Callable[[str], GroupId]) -> None:
     older, newer = new_group("older"), new_group("newer")

@@ -48,6 +48,7 @@ class Export:
         rows = await self._read_rows(
             "CALL { MATCH (n:Episode) RETURN DISTINCT n.group_id AS g UNION MATCH (n:Entity) RETURN DISTINCT n.group_id AS g "
             "UNION MATCH (n:Promoted) RETURN DISTINCT n.group_id AS g } "
-            "RETURN g ORDER BY g"
+            # a node some other program wrote without a group (another tool's data in the same database) is no group
+            "WITH g WHERE g IS NOT NULL RETURN g ORDER BY g"
         )
         return [GroupId(r["g"]) for r in rows]
