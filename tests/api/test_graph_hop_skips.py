@@ -12,7 +12,7 @@ from mnemobus.engine import graph_recall
 from mnemobus.shared.config import RecallTuning, Settings
 from mnemobus.shared.logthrottle import ThrottledLog
 from tests.api.conftest import Api
-from tests.api.test_graph_recall_doors import QUESTION, told
+from tests.api.graph_doors import QUESTION, told
 
 pytestmark = pytest.mark.anyio
 SKIPPED = "mnemobus_recall_graph_hops_skipped_total"
