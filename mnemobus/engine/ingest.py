@@ -150,6 +150,12 @@ class _Prepared:
     screened: bool
     extraction: Extraction
     vectors: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    #: the names the turn says (engine/mentions.py), found once: the prefetch, the batch's index of who says what
+    #: and the turn's own mention links all read them
+    names: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.names = tuple(named_spans(self.episode.content))
 
 
 Work = Callable[[WriteTxn], Awaitable[IngestOutcome]]
@@ -187,7 +193,7 @@ def prefetch_for(prepared: Sequence[_Prepared]) -> Prefetch:
             vector = p.vectors.get(("entity", e.name))
             if name and vector is not None:
                 similar.setdefault((group, name), vector)
-        aliases.update((group, name) for name in named_spans(p.episode.content))
+        aliases.update((group, name) for name in p.names)
         chains.update((group, normalise_name(f.subject), f.relation) for f in p.extraction.facts)
         for e in p.extraction.endings:
             chains.update((group, normalise_name(e.subject), r) for r in (e.relation, *e.relations))
@@ -206,7 +212,7 @@ def said_by(prepared: Sequence[_Prepared]) -> SaidBy:
     out: SaidBy = {}
     for i, p in enumerate(prepared):
         if not p.screened:
-            for name in named_spans(p.episode.content):
+            for name in p.names:
                 out.setdefault((p.episode.group_id, name), []).append((i, p.episode))
     return out
 
@@ -384,7 +390,7 @@ class Ingestor:
                 return IngestOutcome(episode.id, created=False)
             counts = _Counts()
             if not p.screened:
-                await self._apply(txn, episode, p.extraction, p.vectors, counts)
+                await self._apply(txn, episode, p.extraction, p.vectors, counts, p.names)
                 await _link_earlier(txn, position, episode, p.extraction, said)
             return IngestOutcome(episode.id, created=True, screened=p.screened, entities=counts.entities,
                                  facts_added=counts.added, facts_reinforced=counts.reinforced,
@@ -453,7 +459,7 @@ class Ingestor:
         return entity
 
     async def _apply(self, txn: WriteTxn, episode: Episode, extraction: Extraction,
-                     vectors: dict[tuple[str, str], np.ndarray], counts: _Counts) -> None:
+                     vectors: dict[tuple[str, str], np.ndarray], counts: _Counts, names: Sequence[str]) -> None:
         said = {normalise_name(e.name) for e in extraction.entities}
         entities: dict[str, Entity] = {}
         for e in extraction.entities:
@@ -466,7 +472,7 @@ class Ingestor:
                 if normalise_name(alias):
                     await txn.observe_entity(episode.group_id, resolved.id, name=resolved.name,
                                              alias=normalise_name(alias), seen=episode.reference_time)
-        for name in named_spans(episode.content):  # names it says of entities already known (engine/mentions.py)
+        for name in names:  # names it says of entities already known (engine/mentions.py)
             if name not in said and (known := await txn.entity_by_alias(episode.group_id, name)) is not None:
                 await txn.link_episode_entity(episode.group_id, episode.id, known.id)
         for f in extraction.facts:
