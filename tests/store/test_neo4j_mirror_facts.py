@@ -245,3 +245,27 @@ async def test_the_turns_around_an_episode_come_from_the_mirror_as_the_server_gi
     assert sent == []  # answered from memory
     assert mirrored == await server_only.episode_context(group, anchors, span=2, within_s=3600)
     assert len(mirrored) == 8  # t0: two after; t2: two each side; t4: two before (x, late: outside)
+
+
+async def test_a_read_between_a_commit_and_its_answer_sees_the_committed_write(
+        trusting: Neo4jStore, group: GroupId, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in fresh-clone CI: the worker's reinforcement committed, the test saw its episode and read the fact
+    before the worker heard the commit's answer, from a mirror confirmed during that write's transaction: the
+    confidence the write had just replaced (0.4, not 1.0)."""
+    import neo4j
+
+    fact = (await alice_graph(trusting, group))["facts"][0]  # type: ignore[index]
+    assert await trusting.preload(group)
+    assert (await trusting.get_facts(group, [fact.id]))[0].confidence == fact.confidence  # the mirror, confirmed
+    seen: list[float] = []
+    commit = neo4j.AsyncTransaction.commit
+
+    async def commit_then_read(self: neo4j.AsyncTransaction) -> None:
+        await commit(self)  # the server holds the write; its answer has not reached the writer
+        seen.append((await trusting.get_facts(group, [fact.id]))[0].confidence)
+
+    monkeypatch.setattr(neo4j.AsyncTransaction, "commit", commit_then_read)
+    async with trusting.transaction() as tx:
+        await tx.update_fact(replace(fact, confidence=0.25))
+    assert seen == [0.25]
+    assert (await trusting.get_facts(group, [fact.id]))[0].confidence == 0.25

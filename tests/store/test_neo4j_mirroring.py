@@ -71,5 +71,6 @@ async def test_a_write_of_this_process_makes_the_next_read_ask_for_the_version(
     assert await neo.preload(group)
     mirror = neo._mirrors.get(group)
     confirmed = mirror.checked_at
-    neo._mark_written([group])
+    with neo._committing([group]):
+        pass
     assert (await neo._mirror(group, confirm=False)) is mirror and mirror.checked_at > confirmed

@@ -23,10 +23,8 @@ class Deletes:
                 await run_rows(tx, NEW_EPOCH, {"g": group_id})  # another fact may be valid again: mirrors reload
             return DeleteCounts(facts=dropped)
 
-        counts = await self._write(work)
-        if counts.facts:
-            self._mark_written([group_id])
-        return counts
+        with self._committing([group_id]):
+            return await self._write(work)
 
     async def erase_residue(self) -> None:
         """Nothing a client can do: deleted records stay in Neo4j's store files and transaction logs until the
@@ -92,6 +90,5 @@ class Deletes:
             )
             return DeleteCounts(episodes=1, entities=int(gone[0]["c"]) if gone else 0, facts=len(orphans))
 
-        counts = await self._write(work)
-        self._mark_written([group_id])
-        return counts
+        with self._committing([group_id]):
+            return await self._write(work)

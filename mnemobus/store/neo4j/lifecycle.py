@@ -8,7 +8,8 @@ reach them). Every write here moves the group's epoch, so the process mirrors re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -124,7 +125,7 @@ class Neo4jLifecycle(PromotedReads):
         async def _write(self, fn: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T: ...
         async def _read_rows(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
         async def flush_retrievals(self) -> None: ...
-        def _mark_written(self, groups: Sequence[str]) -> None: ...
+        def _committing(self, groups: Iterable[str]) -> AbstractContextManager[None]: ...
 
     async def evict(self, group_id: GroupId, policy: RetentionPolicy, *, now: datetime,
                     dry_run: bool = False) -> Eviction:
@@ -140,10 +141,10 @@ class Neo4jLifecycle(PromotedReads):
             except _DryRun as dry:
                 return dry.found
 
-        found = await run(policy, None) if dry_run else await evict_in_chunks(run, policy)
-        if not found.empty and not dry_run:
-            self._mark_written([group_id])
-        return found
+        if dry_run:
+            return await run(policy, None)
+        with self._committing([group_id]):
+            return await evict_in_chunks(run, policy)
 
     async def evicted_so_far(self, group_id: GroupId) -> Eviction:
         rows = await self._read_rows("MATCH (t:Retention {group_id: $g}) RETURN t.facts AS f, t.entities AS e, "
@@ -166,10 +167,8 @@ class Neo4jLifecycle(PromotedReads):
                 return 0
             return int((await run_rows(tx, DECAY, {**p, "groups": [group_id]}))[0]["c"])
 
-        changed = await self._write(work)
-        if changed:
-            self._mark_written([group_id])
-        return changed
+        with self._committing([group_id]):
+            return await self._write(work)
 
     _promoted_marks: dict[str, tuple[bool, float]]
 

@@ -496,6 +496,7 @@ class MirrorCache:
         self.dim = dim
         self.budget = budget_bytes
         self._mirrors: OrderedDict[str, GroupMirror] = OrderedDict()
+        self._committing: dict[str, int] = {}  # group -> this process's writes of it whose commit is on its way
 
     def get(self, group_id: str) -> GroupMirror | None:
         mirror = self._mirrors.get(group_id)
@@ -529,6 +530,24 @@ class MirrorCache:
 
     def drop(self, group_id: str) -> None:
         self._mirrors.pop(group_id, None)
+
+    def committing(self, group_id: str) -> None:
+        """A write of the group is committing: the server may show it before this process hears it did, so
+        until `committed` no mirror of the group is trusted or confirmed (a read in that gap answered from
+        a mirror confirmed during the write's transaction gave the value the write had just replaced)."""
+        self._committing[group_id] = self._committing.get(group_id, 0) + 1
+        self.stale(group_id, float("inf"))
+
+    def committed(self, group_id: str, now: float) -> None:
+        left = self._committing.get(group_id, 1) - 1
+        if left > 0:
+            self._committing[group_id] = left
+        else:
+            self._committing.pop(group_id, None)
+        self.stale(group_id, now)
+
+    def is_committing(self, group_id: str) -> bool:
+        return group_id in self._committing
 
     def stale(self, group_id: str, now: float) -> None:
         """This process wrote the group: only a version read issued after `now` confirms the mirror again."""

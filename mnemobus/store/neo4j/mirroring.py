@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -64,7 +64,8 @@ class Mirroring:
             mirror = await self._loaded_within(group_id, MIRROR_WAIT_S)
         if mirror is None:
             return None
-        if not confirm and time.monotonic() - mirror.checked_at <= self.mirror_fresh_s:
+        committing = self._mirrors.is_committing(group_id)
+        if not confirm and not committing and time.monotonic() - mirror.checked_at <= self.mirror_fresh_s:
             return mirror
         epoch, version, asked = (*known, time.monotonic()) if known else await self._group_version(group_id)
         if epoch != mirror.epoch:  # rows were deleted (or the group's first version was written): reload
@@ -87,7 +88,8 @@ class Mirroring:
                 log.warning("catching up the mirror of group %s failed: %s", group_id, exc, exc_info=True)
                 self._mirrors.drop(group_id)
                 return None
-        if asked >= mirror.written_at:  # a read issued before this process's last write confirms nothing
+        # a read issued before this process's last write, or beside one committing, confirms nothing
+        if asked >= mirror.written_at and not self._mirrors.is_committing(group_id):
             mirror.checked_at = max(mirror.checked_at, asked)
         return mirror
 
@@ -210,12 +212,22 @@ class Mirroring:
                 warmed.append(GroupId(row["g"]))
         return warmed
 
-    def _mark_written(self, groups: Iterable[str]) -> None:
-        """Committed writes of this process: the next read of each group confirms its version first."""
-        if self._mirrors is not None:
+    @contextlib.contextmanager
+    def _committing(self, groups: Iterable[str]) -> Iterator[None]:
+        """Around the commit of this process's write of `groups`: while it is on its way no mirror of them answers
+        unconfirmed or is confirmed; after it, the next read of each group confirms its version first."""
+        if self._mirrors is None:
+            yield
+            return
+        marked = sorted(set(groups))
+        for g in marked:
+            self._mirrors.committing(g)
+        try:
+            yield
+        finally:
             now = time.monotonic()
-            for g in groups:
-                self._mirrors.stale(g, now)
+            for g in marked:
+                self._mirrors.committed(g, now)
 
     async def _mirror_search(self, kind: str, group_id: GroupId, vector: Vector, k: int,
                              as_of: datetime | None = None) -> list[Hit] | None:

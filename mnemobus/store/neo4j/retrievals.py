@@ -39,8 +39,8 @@ class Retrievals:
 
     async def reset_retrieval_counts(self, group_id: GroupId) -> None:
         await self.flush_retrievals()
-        await self._write(lambda tx: run_rows(tx, RESET_RETRIEVALS, {"g": group_id, "groups": [group_id]}))
-        self._mark_written([group_id])
+        with self._committing([group_id]):
+            await self._write(lambda tx: run_rows(tx, RESET_RETRIEVALS, {"g": group_id, "groups": [group_id]}))
 
     async def _write_retrievals_later(self) -> None:
         deadline = time.monotonic() + RETRIEVAL_FLUSH_S

@@ -60,12 +60,12 @@ class Writes:
                     except TRANSIENT:
                         pass  # the server drops an unfinished transaction when the connection goes
                     raise
-                await tx.commit()
+                with self._committing(wtx.groups):
+                    await tx.commit()
         except nx.ConstraintError as exc:
             raise StoreIntegrityError(f"Neo4j refused the write: {exc.message}") from exc
         except TRANSIENT as exc:
             raise StoreUnavailable(f"Neo4j write failed, nothing stored: {type(exc).__name__}: {exc}") from exc
-        self._mark_written(wtx.groups)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Neo4jWriteTxn]:
@@ -158,6 +158,12 @@ class Writes:
         100k facts take over a gigabyte. Batches of a few thousand also leave the vector
         indexes fewer Lucene segments to search than many small commits would.
         """
+        with self._committing({e.group_id for e, _ in entities} | {f.group_id for f, _ in facts}):
+            await self._bulk_rows(entities, facts, batch)
+        await self._open_driver().execute_query("CALL db.awaitIndexes(600)", database_=self.database)
+
+    async def _bulk_rows(self, entities: Sequence[tuple[Entity, Vector | None]],
+                         facts: Sequence[tuple[Fact, Vector | None]], batch: int) -> None:
         for i in range(0, len(entities), batch):
             rows = [{k: v for k, v in entity_params(e, vec).items() if v is not None}
                     for e, vec in entities[i : i + batch]]
@@ -177,5 +183,3 @@ class Writes:
                 "CREATE (s)-[r:FACT]->(o) SET r = p, r.ver = " + VERSION_OF.format("p"),
                 {"rows": rows, "groups": sorted({r["group_id"] for r in rows})},
             ))
-        self._mark_written({e.group_id for e, _ in entities} | {f.group_id for f, _ in facts})
-        await self._open_driver().execute_query("CALL db.awaitIndexes(600)", database_=self.database)
