@@ -34,7 +34,8 @@ from mnemobus.shared.limits import MAX_QUERY_CHARS
 from mnemobus.store.communities import CommunityStore
 from mnemobus.store.contract import GraphStore, Hit, Standing, StoreReads
 from mnemobus.store.lifecycle import Promoted
-from mnemobus.store.model import Fact, Neighbour, RecallQuery, RecallResult, ScoredEpisode, ScoredFact
+from mnemobus.store.model import (Episode, Fact, Neighbour, RecallQuery, RecallResult, Said, ScoredEpisode,
+                                  ScoredFact)
 
 MAX_GROUPS = 64
 MIN_CANDIDATES = 10  # fact candidates a method asks for however few facts are asked: the fusion needs depth
@@ -59,13 +60,42 @@ class WeighedFact:
     score: float
 
 
+@dataclass(frozen=True, slots=True)
+class WeighedEpisode:
+    """A scored message: a Said until recall reads the whole row of the few it returns (issue 36)."""
+
+    row: Episode | Said
+    score: float
+
+
+def said_at(row: Episode | Said) -> float:
+    """When the message was said, epoch seconds."""
+    return row.at_s if isinstance(row, Said) else row.reference_time.timestamp()
+
+
+async def _whole(light: Sequence[tuple[GroupId, str]],
+                 read: Callable[[GroupId, list[str]], Awaitable[Sequence[Any]]]) -> dict[tuple[GroupId, str], Any]:
+    """The whole rows of (group, id) pairs, one read per group."""
+    wanted: dict[GroupId, list[str]] = {}
+    for group, row_id in light:
+        wanted.setdefault(group, []).append(row_id)
+    return {(g, row.id): row for g, ids in wanted.items() for row in await read(g, ids)}
+
+
+async def whole_episodes(store: StoreReads, found: list[WeighedEpisode]) -> list[ScoredEpisode]:
+    """The chosen messages as whole rows, in the order given; one deleted since it was weighed is left out."""
+    read = await _whole([(e.row.group_id, e.row.id) for e in found if isinstance(e.row, Said)], store.get_episodes)
+    out = []
+    for e in found:
+        episode = e.row if isinstance(e.row, Episode) else read.get((e.row.group_id, e.row.id))
+        if episode is not None:
+            out.append(ScoredEpisode(episode, e.score))
+    return out
+
+
 async def whole_facts(store: StoreReads, found: list[WeighedFact]) -> list[ScoredFact]:
     """The chosen facts as whole rows, in the order given; a fact deleted since it was weighed is left out."""
-    wanted: dict[GroupId, list[str]] = {}
-    for f in found:
-        if not isinstance(f.row, Fact):
-            wanted.setdefault(f.group_id, []).append(f.row.id)
-    read = {(g, fact.id): fact for g, ids in wanted.items() for fact in await store.get_facts(g, ids)}
+    read = await _whole([(f.group_id, f.row.id) for f in found if not isinstance(f.row, Fact)], store.get_facts)
     out = []
     for f in found:
         fact = f.row if isinstance(f.row, Fact) else read.get((f.group_id, f.row.id))
@@ -76,7 +106,7 @@ async def whole_facts(store: StoreReads, found: list[WeighedFact]) -> list[Score
 
 async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vector: np.ndarray | None,
                         as_of: datetime, recipe: Recipe, query: RecallQuery, hop_skipped: HopSkipped | None = None,
-                        ) -> tuple[list[WeighedFact], list[ScoredEpisode]]:
+                        ) -> tuple[list[WeighedFact], list[WeighedEpisode]]:
     """One group in three rounds: every candidate query, then the graph walk from the matched entities, then the rows.
 
     Rounds, not one call per method, because on a networked store each
@@ -150,9 +180,10 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
     with_context = bool(anchors) and recipe.context_span > 0 and (recipe.context_before > 0 or recipe.context_after > 0)
     rows, episodes, context = await store.gather([
         lambda: store.fact_standings(group, best) if best else _none(),
-        lambda: store.get_episodes(group, best_ep) if best_ep else _none(),
-        lambda: store.episode_context(group, anchors, span=recipe.context_span, within_s=recipe.context_within_s)
-        if with_context else _none(),
+        # the messages' rows light: a recall shows at most max_episodes of ~40 a group (issue 36)
+        lambda: store.get_episodes(group, best_ep, light=True) if best_ep else _none(),
+        lambda: store.episode_context(group, anchors, span=recipe.context_span, within_s=recipe.context_within_s,
+                                      light=True) if with_context else _none(),
     ])
     known = {r.id: r for r in rows}
     at_s = as_of.timestamp()
@@ -169,26 +200,27 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
         facts.append(WeighedFact(group, row, fused[fact_id] * weight))
     # a message is what was said when it was said: no age weighs on it (its date is shown beside it); aged,
     # the turns of older sessions, which are most of a long conversation's evidence, lost to newer facts
-    scored_eps = {ep.id: ScoredEpisode(ep, fused_ep[ep.id] * recipe.message_weight) for ep in episodes
-                  if ep.reference_time <= as_of}
+    scored_eps = {ep.id: WeighedEpisode(ep, fused_ep[ep.id] * recipe.message_weight) for ep in episodes
+                  if said_at(ep) <= at_s}
     return facts, with_turns_around(scored_eps, context, recipe, as_of)
 
 
-def with_turns_around(scored: dict[str, ScoredEpisode], context: Sequence[Neighbour], recipe: Recipe,
-                      as_of: datetime) -> list[ScoredEpisode]:
+def with_turns_around(scored: dict[str, WeighedEpisode], context: Sequence[Neighbour], recipe: Recipe,
+                      as_of: datetime) -> list[WeighedEpisode]:
     """The recalled messages and the turns said around them, each neighbour scored from the message it sits
     beside (its own score when that is higher): the answer to a recalled question, the question a recalled
     answer replies to. Only found messages lend a score; a neighbour lends none onward."""
     out = dict(scored)
+    at_s = as_of.timestamp()
     for near in context:
         anchor = scored.get(near.anchor_id)
-        if anchor is None or near.episode.reference_time > as_of:
+        if anchor is None or said_at(near.episode) > at_s:
             continue
         weight = recipe.context_before if near.offset < 0 else recipe.context_after
         lent = anchor.score * weight ** abs(near.offset)
         held = out.get(near.episode.id)
         if lent > 0 and (held is None or lent > held.score):
-            out[near.episode.id] = ScoredEpisode(near.episode, lent)
+            out[near.episode.id] = WeighedEpisode(near.episode, lent)
     return list(out.values())
 
 
@@ -233,7 +265,7 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
         return embedder.embed([query.text])[0] if wants_vector else None  # type: ignore[union-attr]
 
     found_facts: list[WeighedFact] = []
-    scored_episodes: list[ScoredEpisode] = []
+    scored_episodes: list[WeighedEpisode] = []
     order = {g: i for i, g in enumerate(groups)}
 
     def chosen() -> list[WeighedFact]:
@@ -242,7 +274,7 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
         return _dedupe(found_facts, lambda f: f.row.fact.casefold(), lambda f: order[f.group_id],
                        lambda f: f.score, lambda f: f.row.id, query.max_facts)
 
-    async def search_all(view: StoreReads, vector: np.ndarray | None) -> list[ScoredFact]:
+    async def search_all(view: StoreReads, vector: np.ndarray | None) -> tuple[list[ScoredFact], list[ScoredEpisode]]:
         per_group = await view.gather([
             functools.partial(_search_group, view, group, terms, vector, as_of, recipe, query, hop_skipped)
             for group in groups])
@@ -251,16 +283,15 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
             scored_episodes.extend(episodes)
         # after the searches: their reads told the store which groups hold a promoted memory (issue 36)
         promoted.extend(await promoted_for(view, groups, query.sessions, query.promoted, recall_since=started))
-        return await whole_facts(view, chosen())
+        shown = _dedupe(scored_episodes, lambda e: e.row.content.casefold(), lambda e: order[e.row.group_id],
+                        lambda e: e.score, lambda e: e.row.id, query.max_episodes)
+        return await whole_facts(view, chosen()), await whole_episodes(view, shown)
 
     promoted: list[Promoted] = []
-    facts = await store.run_reads(search_all, embedded)
-    episodes = tuple(_dedupe(scored_episodes, lambda se: se.episode.content.casefold(),
-                             lambda se: order[se.episode.group_id], lambda se: se.score, lambda se: se.episode.id,
-                             query.max_episodes))
+    facts, episodes = await store.run_reads(search_all, embedded)
     by_group: dict[GroupId, list[str]] = {}
     for sf in facts:
         by_group.setdefault(sf.fact.group_id, []).append(sf.fact.id)
     for group, ids in by_group.items():
         await store.mark_retrieved(group, ids)
-    return RecallResult(facts=tuple(facts), episodes=episodes, groups=groups, promoted=tuple(promoted))
+    return RecallResult(facts=tuple(facts), episodes=tuple(episodes), groups=groups, promoted=tuple(promoted))

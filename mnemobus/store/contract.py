@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import anyio
 
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour, Vector
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour, Said, Vector
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -229,14 +229,18 @@ class StoreReads(Protocol):
     async def count_screened(self, group_id: GroupId | None = None) -> int:
         """Episodes stored but kept out of extraction because of injection markers."""
 
-    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
-        """The named episodes of the group (missing ids skipped), in the order asked."""
+    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str], *,
+                           light: bool = False) -> list[Episode | Said]:
+        """The named episodes of the group (missing ids skipped), in the order asked. `light`: a Said where that
+        is cheaper than the whole Episode (SQLite), else the whole Episode, which recall then does not read
+        again; without it always whole Episodes."""
 
     async def episode_context(self, group_id: GroupId, episode_ids: Sequence[str], *, span: int,
-                              within_s: float) -> list[Neighbour]:
+                              within_s: float, light: bool = False) -> list[Neighbour]:
         """For each named episode, the episodes said just before and after it in its group and channel: up to
         `span` each side, each within `within_s` seconds of it, nearest first; order is reference time, then
-        id at a tie. A turn's meaning often sits in the turns around it (a question and its answer)."""
+        id at a tie. A turn's meaning often sits in the turns around it (a question and its answer). `light`
+        as for `get_episodes`."""
 
     async def search_facts_text(
         self, group_id: GroupId, terms: Sequence[str], as_of: datetime, limit: int

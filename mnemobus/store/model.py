@@ -106,12 +106,27 @@ class RecallQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class Said:
+    """What recall ranks and de-duplicates a candidate message by, read where a whole Episode costs more.
+
+    A recall scores ~40 messages a group (found ones and the turns around them) and shows at most
+    `max_episodes`: building every one as a whole Episode (13 fields, two datetimes) was most of what reading
+    them cost (issue 36, docs/performance.md). Recall reads whole rows only for the few it returns.
+    """
+
+    id: str
+    group_id: GroupId
+    content: str
+    at_s: float  # reference time, epoch seconds
+
+
+@dataclass(frozen=True, slots=True)
 class Neighbour:
     """An episode said next to another (`anchor_id`): `offset` -1 is the one just before it, +1 just after."""
 
     anchor_id: str
     offset: int
-    episode: Episode
+    episode: Episode | Said  # a Said only when asked for (`episode_context(light=True)`)
 
 
 @dataclass(frozen=True, slots=True)

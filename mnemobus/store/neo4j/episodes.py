@@ -41,8 +41,10 @@ class EpisodeReads:
             rows = await self._read_rows("MATCH (n:Episode {group_id: $g}) WHERE n.screened RETURN count(n) AS c", g=group_id)
         return int(rows[0]["c"])
 
-    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
-        """From the group's mirror when it holds every episode asked (see `get_facts`), else from the server."""
+    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str], *,
+                           light: bool = False) -> list[Episode]:
+        """From the group's mirror when it holds every episode asked (see `get_facts`), else from the server.
+        Whole episodes even when `light` (the contract allows it): recall then does not read them again."""
         if not episode_ids:
             return []
         mirror = await self._mirror(group_id, confirm=False, load=False)
@@ -57,8 +59,9 @@ class EpisodeReads:
         return [episode_from_row(r["n"]) for r in rows]
 
     async def episode_context(self, group_id: GroupId, episode_ids: Sequence[str], *, span: int,
-                              within_s: float) -> list[Neighbour]:
-        """From the group's mirror when it holds every episode named (see `get_episodes`), else from the server."""
+                              within_s: float, light: bool = False) -> list[Neighbour]:
+        """From the group's mirror when it holds every episode named (see `get_episodes`), else from the server;
+        whole episodes even when `light`, as in `get_episodes`."""
         ids = list(dict.fromkeys(episode_ids))
         if not ids or span <= 0:
             return []

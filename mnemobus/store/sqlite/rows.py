@@ -12,7 +12,7 @@ import numpy as np
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.fact_graph import EPOCH as _EPOCH
 from mnemobus.store.fact_graph import utc_from_seconds as _dt
-from mnemobus.store.model import Entity, Episode, Fact, Vector
+from mnemobus.store.model import Entity, Episode, Fact, Said, Vector
 
 SEP = "\x1f"
 
@@ -32,6 +32,7 @@ EPISODE_COLUMNS = (
     "id, group_id, content, role, source_message_id, reference_time, response, agent_id, platform,"
     " channel_id, created_at, speaker, name"
 )
+SAID_COLUMNS = "id, group_id, content, role, source_message_id, reference_time"  # EPISODE_COLUMNS' first six
 
 
 def to_seconds(value: datetime | None) -> float | None:
@@ -91,6 +92,11 @@ def episode_of(row: Sequence[Any]) -> Episode:
         speaker=row[11],
         name=row[12],
     )
+
+
+def said_of(row: Sequence[Any]) -> Said:
+    """From SAID_COLUMNS or EPISODE_COLUMNS (the same first six)."""
+    return Said(row[0], row[1], row[2], row[5])
 
 
 def entity_of(row: Sequence[Any], aliases: tuple[str, ...]) -> Entity:

@@ -31,14 +31,14 @@ from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import (DeleteCounts, EntityLinks, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn,
                                      in_turn)
 from mnemobus.store.fact_graph import FactGraph
-from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour
+from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour, Said
 from mnemobus.store.sqlite.communities import SqliteCommunities, add_communities, delete_group_communities
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
 from mnemobus.store.sqlite.group_state import GroupState, read_state
 from mnemobus.store.sqlite.lifecycle import SqliteLifecycle, add_lifecycle, delete_lifecycle_rows
-from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of, fact_of,
-                                        load_entities, to_seconds, vector_of)
+from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, SAID_COLUMNS, VALID_AT, episode_of,
+                                        fact_of, load_entities, said_of, to_seconds, vector_of)
 from mnemobus.store.sqlite.erasures import add_erasure_counts, count_erasures, erasures_of
 from mnemobus.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, add_alias_types, add_episode_speaker
 from mnemobus.store.sqlite.schema import add_fact_qualifier
@@ -305,26 +305,30 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
 
         return await self._read(q)
 
-    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str]) -> list[Episode]:
+    async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str], *,
+                           light: bool = False) -> list[Episode | Said]:
         ids = list(dict.fromkeys(episode_ids))
         if not ids:
             return []
+        columns, build = (SAID_COLUMNS, said_of) if light else (EPISODE_COLUMNS, episode_of)
 
-        def q(c: sqlite3.Connection) -> list[Episode]:
+        def q(c: sqlite3.Connection) -> list[Episode | Said]:
             marks = ",".join("?" * len(ids))
             rows = c.execute(
-                f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)
+                f"SELECT {columns} FROM episodes WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)
             ).fetchall()
-            by_id = {r[0]: episode_of(r) for r in rows}
+            by_id = {r[0]: build(r) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
 
         return await self._read(q)
 
     async def episode_context(self, group_id: GroupId, episode_ids: Sequence[str], *, span: int,
-                              within_s: float) -> list[Neighbour]:
+                              within_s: float, light: bool = False) -> list[Neighbour]:
         ids = list(dict.fromkeys(episode_ids))
         if not ids or span <= 0:
             return []
+        # the same statement either way (its text is fixed, see TURNS_PER_STATEMENT); only the rows built differ
+        build = said_of if light else episode_of
 
         def q(c: sqlite3.Connection) -> list[Neighbour]:
             marks = ",".join("?" * len(ids))
@@ -342,7 +346,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
                 for (anchor, _, _, sign), near in zip(part, found, strict=True):
                     # nearest first: a compound's order is not the subqueries' own, so each side is put in order here
                     near.sort(key=lambda r: (r[5], r[0]), reverse=sign < 0)
-                    out.extend(Neighbour(anchor, sign * (i + 1), episode_of(r)) for i, r in enumerate(near))
+                    out.extend(Neighbour(anchor, sign * (i + 1), build(r)) for i, r in enumerate(near))
             return out
 
         return await self._read(q)
