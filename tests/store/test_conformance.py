@@ -200,7 +200,7 @@ async def test_episode_context_orders_turns_of_one_instant_by_id(store: GraphSto
     assert _context(found) == sorted([(eps[1].id, -1, eps[0].id), (eps[1].id, 1, eps[2].id)])
 
 
-def _said(row: Episode | Said) -> tuple[str, str, str, float]:
+def said_key(row: Episode | Said) -> tuple[str, str, str, float]:
     """What recall ranks a message by, from a light row or a whole one (a store may give either)."""
     if isinstance(row, Said):
         return row.id, row.group_id, row.content, row.at_s
@@ -214,12 +214,12 @@ async def test_light_episode_reads_say_what_the_whole_rows_say_in_the_same_order
     asked = [eps[4].id, "missing", eps[1].id, eps[2].id]
     whole = await store.get_episodes(group, asked)
     light = await store.get_episodes(group, asked, light=True)
-    assert [_said(r) for r in light] == [_said(r) for r in whole] and len(whole) == 3
+    assert [said_key(r) for r in light] == [said_key(r) for r in whole] and len(whole) == 3
     assert all(isinstance(r, Episode) for r in whole), "without light, always whole episodes"
     around = await store.episode_context(group, [eps[2].id, eps[5].id], span=2, within_s=3600)
     around_light = await store.episode_context(group, [eps[2].id, eps[5].id], span=2, within_s=3600, light=True)
-    assert [(n.anchor_id, n.offset, _said(n.episode)) for n in around_light] == \
-        [(n.anchor_id, n.offset, _said(n.episode)) for n in around] and len(around) == 6
+    assert [(n.anchor_id, n.offset, said_key(n.episode)) for n in around_light] == \
+        [(n.anchor_id, n.offset, said_key(n.episode)) for n in around] and len(around) == 6
 
 
 async def test_count_screened_counts_only_screened_episodes(store: GraphStore, group: GroupId) -> None:

@@ -19,9 +19,9 @@ import pytest
 
 from mnemobus.engine.recall import recall
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.model import Fact, RecallQuery
+from mnemobus.store.model import Fact, RecallQuery, Said
 from mnemobus.store.neo4j import Neo4jStore
-from test_conformance import EMB, T0, alice_graph, episode, vec  # same folder (pytest prepend import mode)
+from test_conformance import EMB, T0, alice_graph, episode, said_key, vec  # same folder (pytest prepend import mode)
 from test_neo4j_mirror import other  # noqa: F401 - fixture: a second store on the same server
 from test_neo4j_recall import count_round_trips
 
@@ -245,6 +245,26 @@ async def test_the_turns_around_an_episode_come_from_the_mirror_as_the_server_gi
     assert sent == []  # answered from memory
     assert mirrored == await server_only.episode_context(group, anchors, span=2, within_s=3600)
     assert len(mirrored) == 8  # t0: two after; t2: two each side; t4: two before (x, late: outside)
+
+
+async def test_light_reads_from_the_mirror_say_what_the_servers_whole_rows_say(
+    trusting: Neo4jStore, server_only: Neo4jStore, group: GroupId
+) -> None:
+    said = [episode(group, f"t{i}", f"Turn {i}", at=T0 + timedelta(seconds=i, microseconds=7 * i)) for i in range(5)]
+    async with trusting.transaction() as tx:
+        for ep in said:
+            await tx.insert_episode(ep, screened=False, embedding=vec(ep.content))
+    assert await trusting.preload(group)
+    asked = [said[3].id, said[0].id]
+    sent = count_round_trips(trusting)
+    light = await trusting.get_episodes(group, asked, light=True)
+    around = await trusting.episode_context(group, asked, span=1, within_s=3600, light=True)
+    assert sent == []  # answered from memory
+    assert all(isinstance(r, Said) for r in light) and all(isinstance(n.episode, Said) for n in around)
+    assert [said_key(r) for r in light] == [said_key(r) for r in await server_only.get_episodes(group, asked)]
+    assert [(n.anchor_id, n.offset, said_key(n.episode)) for n in around] == [
+        (n.anchor_id, n.offset, said_key(n.episode))
+        for n in await server_only.episode_context(group, asked, span=1, within_s=3600)]
 
 
 async def test_a_read_between_a_commit_and_its_answer_sees_the_committed_write(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.model import Episode, Neighbour
+from mnemobus.store.model import Episode, Neighbour, Said
 from mnemobus.store.neo4j.cypher import EPISODE_CONTEXT, NODE_EPISODE_MAP
 from mnemobus.store.neo4j.rows import episode_from_row
 
@@ -42,15 +42,16 @@ class EpisodeReads:
         return int(rows[0]["c"])
 
     async def get_episodes(self, group_id: GroupId, episode_ids: Sequence[str], *,
-                           light: bool = False) -> list[Episode]:
+                           light: bool = False) -> list[Episode | Said]:
         """From the group's mirror when it holds every episode asked (see `get_facts`), else from the server.
-        Whole episodes even when `light` (the contract allows it): recall then does not read them again."""
+        `light`: Said rows from the mirror; the server's answer is whole episodes either way (the contract allows
+        it), which recall then does not read again."""
         if not episode_ids:
             return []
         mirror = await self._mirror(group_id, confirm=False, load=False)
-        held = mirror.episode_records(episode_ids) if mirror is not None else None
+        held = mirror.episode_records(episode_ids, light) if mirror is not None else None
         if held is not None:
-            return [episode_from_row({**r, "group_id": group_id}) for r in held]
+            return [_said(group_id, r) if light else episode_from_row({**r, "group_id": group_id}) for r in held]
         rows = await self._shared_read(
             "UNWIND range(0, size($ids) - 1) AS i MATCH (n:Episode {id: $ids[i], group_id: $g}) "
             f"RETURN {NODE_EPISODE_MAP} AS n ORDER BY i", ("n",),
@@ -61,14 +62,21 @@ class EpisodeReads:
     async def episode_context(self, group_id: GroupId, episode_ids: Sequence[str], *, span: int,
                               within_s: float, light: bool = False) -> list[Neighbour]:
         """From the group's mirror when it holds every episode named (see `get_episodes`), else from the server;
-        whole episodes even when `light`, as in `get_episodes`."""
+        `light` as in `get_episodes`."""
         ids = list(dict.fromkeys(episode_ids))
         if not ids or span <= 0:
             return []
         mirror = await self._mirror(group_id, confirm=False, load=False)
-        held = mirror.episode_context(ids, span, within_s) if mirror is not None else None
+        held = mirror.episode_context(ids, span, within_s, light) if mirror is not None else None
         if held is not None:
-            return [Neighbour(a, o, episode_from_row({**r, "group_id": group_id})) for a, o, r in held]
+            return [Neighbour(a, o, _said(group_id, r) if light else episode_from_row({**r, "group_id": group_id}))
+                    for a, o, r in held]
         rows = await self._shared_read(EPISODE_CONTEXT, ("a", "o", "n"), ids=ids, g=group_id, span=int(span),
                                        within=float(within_s))
         return [Neighbour(r["a"], int(r["o"]), episode_from_row(r["n"])) for r in rows]
+
+
+def _said(group_id: GroupId, held: tuple[str, str, int]) -> Said:
+    """A mirror's (id, content, reference time in epoch microseconds) as recall ranks it."""
+    episode_id, content, at_us = held
+    return Said(episode_id, group_id, content, at_us / 1_000_000)

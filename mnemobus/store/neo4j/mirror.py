@@ -447,23 +447,30 @@ class GroupMirror:
             out.append((self.facts.record(i), sn, on))
         return out
 
-    def episode_records(self, episode_ids: Sequence[str]) -> list[dict[str, Any]] | None:
-        """Each episode as the server's projection gives it, in the order asked; None when one is not held."""
+    def episode_records(self, episode_ids: Sequence[str], light: bool = False) -> list[Any] | None:
+        """Each episode as the server's projection gives it, in the order asked; None when one is not held.
+        `light`: (id, content, reference time in epoch microseconds) instead, what recall ranks by (issue 36)."""
+        record = self._said if light else self._episode_record
         out = []
         for episode_id in episode_ids:
             held = self.episodes.get(episode_id)
             if held is None:
                 return None
-            out.append(self._episode_record(episode_id))
+            out.append(record(episode_id))
         return out
+
+    def _said(self, episode_id: str) -> tuple[str, str, int]:
+        held = self.episodes[episode_id]
+        return episode_id, held[0], held[3]  # EPISODE_FIELDS' content and reference_time
 
     def _episode_record(self, episode_id: str) -> dict[str, Any]:
         return {"id": episode_id, **dict(zip(EPISODE_FIELDS, self.episodes[episode_id], strict=True))}
 
-    def episode_context(self, episode_ids: Sequence[str], span: int, within_s: float,
-                        ) -> list[tuple[str, int, dict[str, Any]]] | None:
+    def episode_context(self, episode_ids: Sequence[str], span: int, within_s: float, light: bool = False,
+                        ) -> list[tuple[str, int, Any]] | None:
         """(anchor, offset, record) of the turns around each episode, as the store's `episode_context` orders
-        them; None when an anchor is not held (the server answers then)."""
+        them; None when an anchor is not held (the server answers then). `light` as for `episode_records`."""
+        record = self._said if light else self._episode_record
         for channel in self._unsorted:
             self.talk[channel].sort()
         self._unsorted.clear()
@@ -480,7 +487,7 @@ class GroupMirror:
                     j = i + sign * step
                     if not 0 <= j < len(order) or abs(order[j][0] - at) > within_us:
                         break
-                    out.append((anchor, sign * step, self._episode_record(order[j][1])))
+                    out.append((anchor, sign * step, record(order[j][1])))
         return out
 
     def maintain_indexes(self, background: bool) -> None:
