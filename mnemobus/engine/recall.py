@@ -83,11 +83,14 @@ async def _whole(light: Sequence[tuple[GroupId, str]],
 
 
 async def whole_episodes(store: StoreReads, found: list[WeighedEpisode]) -> list[ScoredEpisode]:
-    """The chosen messages as whole rows, in the order given; one deleted since it was weighed is left out."""
-    read = await _whole([(e.row.group_id, e.row.id) for e in found if isinstance(e.row, Said)], store.get_episodes)
+    """The chosen messages as whole rows, in the order given: built from what their read fetched where the store
+    kept it (`Said.whole`), else read by id; one deleted since it was weighed is left out."""
+    read = await _whole([(e.row.group_id, e.row.id) for e in found if isinstance(e.row, Said) and e.row.whole is None],
+                        store.get_episodes)
     out = []
     for e in found:
-        episode = e.row if isinstance(e.row, Episode) else read.get((e.row.group_id, e.row.id))
+        row = e.row
+        episode = row if isinstance(row, Episode) else row.whole() if row.whole else read.get((row.group_id, row.id))
         if episode is not None:
             out.append(ScoredEpisode(episode, e.score))
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -111,13 +112,16 @@ class Said:
 
     A recall scores ~40 messages a group (found ones and the turns around them) and shows at most
     `max_episodes`: building every one as a whole Episode (13 fields, two datetimes) was most of what reading
-    them cost (issue 36, docs/performance.md). Recall reads whole rows only for the few it returns.
+    them cost (issue 36, docs/performance.md). Recall builds whole rows only for the few it returns.
     """
 
     id: str
     group_id: GroupId
     content: str
     at_s: float  # reference time, epoch seconds
+    # builds the whole Episode from what the read already fetched (SQLite: the row, same snapshot), so the few
+    # returned cost no second statement; None: recall reads those by id
+    whole: Callable[[], Episode] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

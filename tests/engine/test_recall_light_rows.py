@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import mnemobus.store.sqlite.rows as sqlite_rows
 import mnemobus.store.sqlite.store as sqlite_store
 from mnemobus.engine import MemoryEngine
 from mnemobus.store.model import Episode, RecallQuery
@@ -29,15 +30,17 @@ def _query(max_episodes: int) -> RecallQuery:
 
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The ids of the whole Episode rows the SQLite store builds from here on."""
+    """The ids of the whole Episode rows the SQLite store builds from here on (read whole, or built from a light
+    row's fetched columns)."""
     seen: list[str] = []
-    whole = sqlite_store.episode_of
+    whole = sqlite_rows.episode_of
 
     def counted(row: Sequence[Any]) -> Episode:
         seen.append(row[0])
         return whole(row)
 
     monkeypatch.setattr(sqlite_store, "episode_of", counted)
+    monkeypatch.setattr(sqlite_rows, "episode_of", counted)
     return seen
 
 

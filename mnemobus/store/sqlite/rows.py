@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -32,7 +33,6 @@ EPISODE_COLUMNS = (
     "id, group_id, content, role, source_message_id, reference_time, response, agent_id, platform,"
     " channel_id, created_at, speaker, name"
 )
-SAID_COLUMNS = "id, group_id, content, role, source_message_id, reference_time"  # EPISODE_COLUMNS' first six
 
 
 def to_seconds(value: datetime | None) -> float | None:
@@ -95,8 +95,8 @@ def episode_of(row: Sequence[Any]) -> Episode:
 
 
 def said_of(row: Sequence[Any]) -> Said:
-    """From SAID_COLUMNS or EPISODE_COLUMNS (the same first six)."""
-    return Said(row[0], row[1], row[2], row[5])
+    """A row of EPISODE_COLUMNS as recall ranks it; the whole Episode built from it only when asked."""
+    return Said(row[0], row[1], row[2], row[5], functools.partial(episode_of, row))
 
 
 def entity_of(row: Sequence[Any], aliases: tuple[str, ...]) -> Entity:

@@ -37,7 +37,7 @@ from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
 from mnemobus.store.sqlite.group_state import GroupState, read_state
 from mnemobus.store.sqlite.lifecycle import SqliteLifecycle, add_lifecycle, delete_lifecycle_rows
-from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, SAID_COLUMNS, VALID_AT, episode_of,
+from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of,
                                         fact_of, load_entities, said_of, to_seconds, vector_of)
 from mnemobus.store.sqlite.erasures import add_erasure_counts, count_erasures, erasures_of
 from mnemobus.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, add_alias_types, add_episode_speaker
@@ -310,12 +310,12 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         ids = list(dict.fromkeys(episode_ids))
         if not ids:
             return []
-        columns, build = (SAID_COLUMNS, said_of) if light else (EPISODE_COLUMNS, episode_of)
+        build = said_of if light else episode_of
 
         def q(c: sqlite3.Connection) -> list[Episode | Said]:
             marks = ",".join("?" * len(ids))
             rows = c.execute(
-                f"SELECT {columns} FROM episodes WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)
+                f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE +group_id = ? AND id IN ({marks})", (group_id, *ids)
             ).fetchall()
             by_id = {r[0]: build(r) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
