@@ -261,7 +261,9 @@ async def test_light_reads_from_the_mirror_say_what_the_servers_whole_rows_say(
     around = await trusting.episode_context(group, asked, span=1, within_s=3600, light=True)
     assert sent == []  # answered from memory
     assert all(isinstance(r, Said) for r in light) and all(isinstance(n.episode, Said) for n in around)
-    assert [said_key(r) for r in light] == [said_key(r) for r in await server_only.get_episodes(group, asked)]
+    whole = await server_only.get_episodes(group, asked)
+    assert [said_key(r) for r in light] == [said_key(r) for r in whole]
+    assert [r.whole() for r in light if isinstance(r, Said) and r.whole] == whole  # built whole with no read
     assert [(n.anchor_id, n.offset, said_key(n.episode)) for n in around] == [
         (n.anchor_id, n.offset, said_key(n.episode))
         for n in await server_only.episode_context(group, asked, span=1, within_s=3600)]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from typing import Any
 
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, Neighbour, Said
 from mnemobus.store.neo4j.cypher import EPISODE_CONTEXT, NODE_EPISODE_MAP
+from mnemobus.store.neo4j.mirror import EPISODE_FIELDS
 from mnemobus.store.neo4j.rows import episode_from_row
 
 
@@ -76,7 +79,12 @@ class EpisodeReads:
         return [Neighbour(r["a"], int(r["o"]), episode_from_row(r["n"])) for r in rows]
 
 
-def _said(group_id: GroupId, held: tuple[str, str, int]) -> Said:
-    """A mirror's (id, content, reference time in epoch microseconds) as recall ranks it."""
-    episode_id, content, at_us = held
-    return Said(episode_id, group_id, content, at_us / 1_000_000)
+def _said(group_id: GroupId, said: tuple[str, tuple[Any, ...]]) -> Said:
+    """A mirror's (id, EPISODE_FIELDS' values) as recall ranks it; the whole Episode built from them only when asked."""
+    episode_id, held = said
+    return Said(episode_id, group_id, held[0], held[3] / 1_000_000,  # content; reference time, epoch microseconds
+                functools.partial(_whole, group_id, episode_id, held))
+
+
+def _whole(group_id: GroupId, episode_id: str, held: tuple[Any, ...]) -> Episode:
+    return episode_from_row({"id": episode_id, "group_id": group_id, **dict(zip(EPISODE_FIELDS, held, strict=True))})

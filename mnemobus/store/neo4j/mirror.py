@@ -449,7 +449,7 @@ class GroupMirror:
 
     def episode_records(self, episode_ids: Sequence[str], light: bool = False) -> list[Any] | None:
         """Each episode as the server's projection gives it, in the order asked; None when one is not held.
-        `light`: (id, content, reference time in epoch microseconds) instead, what recall ranks by (issue 36)."""
+        `light`: (id, held fields) instead (`_said`), what recall ranks by without a dict (issue 36)."""
         record = self._said if light else self._episode_record
         out = []
         for episode_id in episode_ids:
@@ -459,9 +459,8 @@ class GroupMirror:
             out.append(record(episode_id))
         return out
 
-    def _said(self, episode_id: str) -> tuple[str, str, int]:
-        held = self.episodes[episode_id]
-        return episode_id, held[0], held[3]  # EPISODE_FIELDS' content and reference_time
+    def _said(self, episode_id: str) -> tuple[str, tuple[Any, ...]]:
+        return episode_id, self.episodes[episode_id]  # EPISODE_FIELDS' values, an immutable tuple
 
     def _episode_record(self, episode_id: str) -> dict[str, Any]:
         return {"id": episode_id, **dict(zip(EPISODE_FIELDS, self.episodes[episode_id], strict=True))}
