@@ -45,13 +45,16 @@ CATS = [*CATEGORIES.values(), "overall"]
 
 
 def settings() -> list[dict[str, Any]]:
-    """graph: off, then each mode at each weight; BENCH_GRAPH_EXTRA (a JSON object of graph keys, e.g.
+    """graph: off, then each mode at each weight (or each number of slots, BENCH_GRAPH_SLOTS); BENCH_GRAPH_EXTRA (a JSON object of graph keys, e.g.
     '{"graph_inhibition": 0}') is applied to every mode's settings; BENCH_GRAPH_MODES (comma-separated) picks
     the modes, BENCH_GRAPH_RESULTS names the result file of such a variant run."""
     extra = json.loads(os.environ.get("BENCH_GRAPH_EXTRA", "{}"))
+    slots = os.environ.get("BENCH_GRAPH_SLOTS")  # e.g. "1,2,3": each mode at weight 0.1 with that many turn slots
+    vary = ([{"graph_episode_weight": 0.1, "graph_episode_slots": int(n)} for n in slots.split(",")] if slots else
+            [{"graph_episode_weight": w} for w in (QUICK_WEIGHTS if quick() else WEIGHTS)])
     out: list[dict[str, Any]] = [{"graph": "off"}]
     for mode in os.environ.get("BENCH_GRAPH_MODES", ",".join(MODES)).split(","):
-        out += [{"graph": mode, "graph_episode_weight": w, **extra} for w in (QUICK_WEIGHTS if quick() else WEIGHTS)]
+        out += [{"graph": mode, **v, **extra} for v in vary]
     return out
 
 
