@@ -13,10 +13,15 @@ Run: `make bench-graph-recall` (or `.venv/bin/python bench/bench_graph_recall.py
   conversation from bench_locomo_public's grid, then reported on the other.
 - Per fold: the mode and weight that win on the tuning conversation, reported on the other, and every mode at
   its own best tuning weight reported on the other (what each mode gave).
+- Diagnostic, never a shipped figure: `--facts observations` writes, after the same ingestion, LoCoMo's
+  LLM-written observations as oracle facts and mention links on top of the parser's (bench/graph_oracle.py):
+  does any graph mode earn its place when the graph is as dense as a capable extractor would make it? Its
+  results go to bench_graph_recall_oracle.json unless BENCH_GRAPH_RESULTS says otherwise.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -31,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_locomo import CATEGORIES, DEFAULT_PATH, load_conversations  # noqa: E402
 from bench_locomo_public import GRID, K, Service, baselines, grid, score  # noqa: E402
 from common import peak_rss_mb, print_table, quick, write_results  # noqa: E402
+from graph_oracle import write_observations  # noqa: E402
 
 MODES = ("bfs", "activation", "ppr", "ppr_turns")
 WEIGHTS = (0.1, 0.25, 0.5)
@@ -39,13 +45,16 @@ CATS = [*CATEGORIES.values(), "overall"]
 
 
 def settings() -> list[dict[str, Any]]:
-    """graph: off, then each mode at each weight; BENCH_GRAPH_EXTRA (a JSON object of graph keys, e.g.
+    """graph: off, then each mode at each weight (or each number of slots, BENCH_GRAPH_SLOTS); BENCH_GRAPH_EXTRA (a JSON object of graph keys, e.g.
     '{"graph_inhibition": 0}') is applied to every mode's settings; BENCH_GRAPH_MODES (comma-separated) picks
     the modes, BENCH_GRAPH_RESULTS names the result file of such a variant run."""
     extra = json.loads(os.environ.get("BENCH_GRAPH_EXTRA", "{}"))
+    slots = os.environ.get("BENCH_GRAPH_SLOTS")  # e.g. "1,2,3": each mode at weight 0.1 with that many turn slots
+    vary = ([{"graph_episode_weight": 0.1, "graph_episode_slots": int(n)} for n in slots.split(",")] if slots else
+            [{"graph_episode_weight": w} for w in (QUICK_WEIGHTS if quick() else WEIGHTS)])
     out: list[dict[str, Any]] = [{"graph": "off"}]
     for mode in os.environ.get("BENCH_GRAPH_MODES", ",".join(MODES)).split(","):
-        out += [{"graph": mode, "graph_episode_weight": w, **extra} for w in (QUICK_WEIGHTS if quick() else WEIGHTS)]
+        out += [{"graph": mode, **v, **extra} for v in vary]
     return out
 
 
@@ -60,10 +69,11 @@ def tuned_baseline(tune: dict, report: dict, emb: Any) -> tuple[tuple[float, flo
     return best, score(report, baselines(report, emb, context=best)["bm25_with_turns_around"])
 
 
-async def main() -> None:
+async def main(facts: str) -> None:
     from mnemobus.engine.embedders import make_embedder
 
-    convs = load_conversations(Path(os.environ.get("LOCOMO_PATH", DEFAULT_PATH)))[:2]
+    path = Path(os.environ.get("LOCOMO_PATH", DEFAULT_PATH))
+    convs = load_conversations(path)[:2]
     if len(convs) < 2:
         raise SystemExit("the tune/report split needs two conversations")
     emb = make_embedder("static", "all-MiniLM-L6-v2-int8", Path("data/embeddings"))
@@ -73,8 +83,15 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="graph-recall-") as tmp:
         root = Path(tmp)
         async with Service(root, {}) as svc:  # ingestion once: recall settings do not change what is stored
-            for conv in convs:
+            for n, conv in enumerate(convs):
                 figures[f"ingest_s_{conv['group']}"] = round(await svc.ingest(conv), 1)
+                figures[f"turns_{conv['group']}"] = len(conv["turns"])
+                figures[f"facts_extracted_{conv['group']}"] = await svc.rt.engine.store.count_facts(conv["group"])
+                if facts == "observations":
+                    for key, value in (await write_observations(svc.rt.engine, path, n, conv)).items():
+                        figures[f"oracle_{key}_{conv['group']}"] = value
+                    figures[f"facts_with_oracle_{conv['group']}"] = await svc.rt.engine.store.count_facts(conv["group"])
+        figures["facts"] = facts
         for i, setting in enumerate(grid_):
             async with Service(root, setting) as svc:
                 results[i] = {c["group"]: score(c, (await svc.ask(c, 2 * K))[0]) for c in convs}
@@ -114,9 +131,14 @@ async def main() -> None:
     for name, table in rows.items():
         print(f"{name:<86}" + "".join(f"{table.get(c, float('nan')):>12.3f}" for c in CATS))
     print_table("graph recall figures", figures)
-    write_results(os.environ.get("BENCH_GRAPH_RESULTS", "bench_graph_recall"), figures, baseline="SQLite FTS5 (Porter) over the raw turns with the "
+    default_name = "bench_graph_recall_oracle" if facts == "observations" else "bench_graph_recall"
+    write_results(os.environ.get("BENCH_GRAPH_RESULTS", default_name), figures, baseline="SQLite FTS5 (Porter) over the raw turns with the "
                   "engine's turns-around step, its weights tuned on the other conversation; and graph: off, same run")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--facts", choices=("extractor", "observations"), default="extractor",
+                        help="the graph's facts: the product's extractor (default), or LoCoMo's observations as an "
+                             "oracle extractor (a diagnostic upper bound, bench/graph_oracle.py)")
+    asyncio.run(main(parser.parse_args().facts))

@@ -23,6 +23,7 @@ from mnemobus.engine.embed import Embedder
 from mnemobus.engine.extract import (
     UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
 )
+from mnemobus.engine.mention_backfill import backfill_mentions
 from mnemobus.engine.mentions import named_spans
 from mnemobus.engine.previous_turn import PreviousTurnReader, previous_turns
 from mnemobus.engine.relations import Meaning, canonical_extraction, one_value, per_qualifier, symmetric
@@ -449,12 +450,15 @@ class Ingestor:
             await txn.observe_entity(group, found.id, name=shown if canonical == found.canonical_name else found.name,
                                      alias=canonical, seen=episode.reference_time)
             await txn.link_episode_entity(group, episode.id, found.id)
+            if canonical != found.canonical_name and canonical not in found.aliases:  # a new name of it
+                await backfill_mentions(txn, group, canonical, found.id)
             return found
         entity = Entity(id=entity_id_for(group, canonical, type_), group_id=group, name=shown,
                         canonical_name=canonical, type=type_, first_seen=episode.reference_time,
                         last_seen=episode.reference_time)
         await txn.insert_entity(entity, vector)
         await txn.link_episode_entity(group, episode.id, entity.id)
+        await backfill_mentions(txn, group, canonical, entity.id)  # the turns that said it before it was known
         counts.entities += 1
         return entity
 
@@ -472,6 +476,8 @@ class Ingestor:
                 if normalise_name(alias):
                     await txn.observe_entity(episode.group_id, resolved.id, name=resolved.name,
                                              alias=normalise_name(alias), seen=episode.reference_time)
+                    if normalise_name(alias) not in (resolved.canonical_name, *resolved.aliases):
+                        await backfill_mentions(txn, episode.group_id, normalise_name(alias), resolved.id)
         for name in names:  # names it says of entities already known (engine/mentions.py)
             if name not in said and (known := await txn.entity_by_alias(episode.group_id, name)) is not None:
                 await txn.link_episode_entity(episode.group_id, episode.id, known.id)
@@ -582,6 +588,21 @@ class Ingestor:
                     episode_ids=(episode.id,), source_message_ids=(episode.source_message_id,))
         await txn.insert_fact(past, vector)
         counts.added += 1
+
+    async def attach(self, episode: Episode, extraction: Extraction, names: Sequence[str] = ()) -> IngestOutcome:
+        """Write an extraction made elsewhere as what `episode` (already stored) said: its entities resolved and
+        linked to the episode, its facts sourced from it, `names` linked when an entity of the group has them,
+        by the rules and in the one transaction ingestion uses. Why: bench_graph_recall's oracle-facts diagnostic
+        needs the graph a capable extractor would give over turns already ingested, written the way ingestion
+        writes it rather than by a second write path."""
+        p = _Prepared(0, episode, False, extraction)
+        await self._embed([p])
+        counts = _Counts()
+        async with self.store.transaction() as txn:
+            await self._apply(txn, episode, extraction, p.vectors, counts, tuple(names))
+        return IngestOutcome(episode.id, created=False, entities=counts.entities, facts_added=counts.added,
+                             facts_reinforced=counts.reinforced, facts_invalidated=counts.invalidated,
+                             facts_extracted=extraction.statements, extractor=extraction.extractor)
 
 
 def _qualified(f: ExtractedFact, chain: list[Fact], replaced: Entity | None) -> tuple[str | None, list[Fact]]:

@@ -24,6 +24,7 @@ import numpy as np
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.community_recall import community_ranking, matched
 from mnemobus.engine.graph_recall import Activated, HopSkipped, graph_rankings
+from mnemobus.engine.graph_slots import SLOTS_WITHIN, with_graph_slots
 from mnemobus.engine.promoted import promoted_for
 from mnemobus.engine.recipes import RECIPES, Recipe, recipe_named
 from mnemobus.engine.scoring import fact_weight, forgotten, rrf
@@ -178,6 +179,9 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
         ep_weights.append(recipe.graph_episode_weight)
     fused_ep = rrf(ep_rankings, recipe.rrf_k, ep_weights) if em else {}
     best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
+    if recipe.graph_episode_slots and activated.episodes:
+        best_ep, fused_ep = with_graph_slots(best_ep, fused_ep, activated.episodes,
+                                             min(query.max_episodes, SLOTS_WITHIN), recipe.graph_episode_slots)
 
     anchors = best_ep[: query.max_episodes]
     with_context = bool(anchors) and recipe.context_span > 0 and (recipe.context_before > 0 or recipe.context_after > 0)

@@ -46,6 +46,7 @@ class Recipe:
     # and fact graph, one more ranking in the fusion; README, Recall quality, says what each mode gave
     graph: str = "off"  # off | bfs | activation | ppr | ppr_turns
     graph_episode_weight: float = 0.5  # weight of the ranking of turns it reaches (its facts take graph_weight)
+    graph_episode_slots: int = 0  # of the turns shown, this many kept for its best turns (engine/graph_slots.py)
     graph_hops: int = 2  # 1: the seeds' own turns and facts; 2: also those of the entities one fact away
     graph_per_entity: int = 20  # links read per entity (newest turns, most confident facts)
     graph_decay: float = 0.5  # activation kept per hop

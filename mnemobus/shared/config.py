@@ -212,6 +212,8 @@ class RecallTuning(Section):
         "HippoRAG's PageRank over turns and entities, turns scored by their mass)")
     graph_episode_weight: float | None = Field(default=None, ge=0, description="weight of the turns graph recall "
                                                "reaches (its facts take graph_weight)")
+    graph_episode_slots: int | None = Field(default=None, ge=0, le=10, description="of the turns shown, this many "
+                                            "kept for the best turns graph recall reached that fusion left out")
     graph_hops: int | None = Field(default=None, ge=1, le=2, description="1: the query entities' own links; 2: also "
                                    "those of the entities one fact away")
     graph_per_entity: int | None = Field(default=None, ge=1, le=200, description="links read per entity")

@@ -162,6 +162,11 @@ class WriteTxn(Protocol):
 
     async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None: ...
 
+    async def episodes_saying(self, group_id: GroupId, name: str, limit: int) -> list[tuple[str, str]]:
+        """(id, content) of up to `limit` stored, unscreened episodes of the group whose content the full-text
+        index matches the words of `name` in (a phrase; the index's stemming applies, so callers check the
+        content): the candidates for the mention links of a name made known later (engine/mention_backfill.py)."""
+
     async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
         """Every stored fact (valid or not) with this subject and relation, ordered by valid_at (None first)."""
 

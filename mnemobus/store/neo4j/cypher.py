@@ -293,3 +293,11 @@ ENTITY_FACTS = (
     f"WHERE {VALID_AT} WITH eid, r, b ORDER BY r.confidence DESC, r.id "
     "WITH eid, collect([r.id, b.id, r.confidence]) AS fs RETURN eid AS e, fs[..$k] AS fs, size(fs) AS n"
 )
+
+# the group's unscreened episodes whose content says a phrase (WriteTxn.episodes_saying: the mention links of a
+# name made known later), newest first; every match of the phrase in the group is read, then the newest kept
+EPISODES_SAYING = (
+    "CALL db.index.fulltext.queryNodes('mb_episode_text', $q) YIELD node AS n "
+    "WHERE n.group_id = $g AND NOT coalesce(n.screened, false) "
+    "RETURN n.id AS id, n.content AS content ORDER BY n.reference_time DESC, n.id LIMIT $k"
+)

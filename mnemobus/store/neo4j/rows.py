@@ -225,3 +225,8 @@ async def drop_facts(tx: AsyncManagedTransaction, group_id: str, fact_ids: list[
     gone = await run_rows(tx, "UNWIND $ids AS fid MATCH ()-[r:FACT {id: fid, group_id: $g}]->() DELETE r "
                            "RETURN count(*) AS c", p)
     return int(gone[0]["c"]) if gone else 0
+
+
+def lucene_phrase(text: str) -> str:
+    """Text as one quoted Lucene phrase; user text can never become query syntax."""
+    return '"' + _LUCENE_SPECIAL.sub(r"\\\1", text.strip()) + '"'

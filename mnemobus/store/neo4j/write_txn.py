@@ -19,10 +19,11 @@ from mnemobus.store.erasures import GroupErased
 from mnemobus.store.neo4j.erasure import HOLD_ERASURES
 from mnemobus.store.neo4j.mirror import GroupMirror
 from mnemobus.store.neo4j.overlay import Overlay, Pending
-from mnemobus.store.neo4j.cypher import (CHAIN_QUERY, ENTITY_MAP, FLUSH_WRITES, LOCK_EXISTING_GROUPS, LOCK_GROUPS,
-                                         PREFETCH)
+from mnemobus.store.neo4j.cypher import (CHAIN_QUERY, ENTITY_MAP, EPISODES_SAYING, FLUSH_WRITES,
+                                         LOCK_EXISTING_GROUPS, LOCK_GROUPS, PREFETCH)
 from mnemobus.store.neo4j.rows import (as_float_list, cosine_score, entity_from_row, entity_params, episode_params,
-                                       fact_from_row, fact_params, record_dicts, seen_order, utc_or_none)
+                                       fact_from_row, fact_params, group_key, lucene_phrase, record_dicts,
+                                       seen_order, utc_or_none)
 from mnemobus.store.neo4j.tuning import EXACT_SCAN_MAX
 
 
@@ -273,6 +274,16 @@ class Neo4jWriteTxn:
 
     async def link_episode_entity(self, group_id: GroupId, episode_id: str, entity_id: str) -> None:
         self._p.links.append({"ep": episode_id, "en": entity_id, "g": group_id})
+
+    async def episodes_saying(self, group_id: GroupId, name: str, limit: int) -> list[tuple[str, str]]:
+        """From the server's full-text index: what it holds is committed, so the episodes this transaction queued
+        are not among them (their own names were looked up as they were written)."""
+        if not name.strip() or limit <= 0:
+            return []
+        await self.lock([group_id], create=False)
+        rows = await self._run(EPISODES_SAYING, q=f"+gk:{group_key(group_id)} +content:{lucene_phrase(name)}",
+                               g=group_id, k=int(limit))
+        return [(r["id"], r["content"]) for r in rows]
 
     async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
         await self.lock([group_id], create=False)

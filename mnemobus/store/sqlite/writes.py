@@ -14,7 +14,7 @@ from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import DeleteCounts, Vector, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.sqlite.erasures import check_not_erased
-from mnemobus.store.sqlite.fts import group_token
+from mnemobus.store.sqlite.fts import group_token, terms_match
 from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, fact_of, load_entities, to_blob,
                                         to_seconds)
 from mnemobus.store.sqlite.vectors import VectorCache
@@ -219,6 +219,17 @@ class SqliteTxn:
                 "(SELECT 1 FROM episodes WHERE id = ? AND group_id = ?)", (episode_id, entity_id, episode_id, group_id)
             )
         )
+
+    async def episodes_saying(self, group_id: GroupId, name: str, limit: int) -> list[tuple[str, str]]:
+        match = terms_match([name])
+        if match is None or limit <= 0:
+            return []
+        # the name's rows over every group, then the group's on the join: a name's rows are few, while matching
+        # the group token inside FTS5 would walk the group's whole doclist (fts.py)
+        return await self._do(lambda c: [(i, body) for i, body in c.execute(
+            "SELECT x.id, x.content FROM episodes_fts JOIN episodes x ON x.rowid = episodes_fts.rowid"
+            " WHERE episodes_fts MATCH ? AND x.group_id = ? ORDER BY x.reference_time DESC, x.id LIMIT ?",
+            (match, group_id, limit))])
 
     async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
         def r(c: sqlite3.Connection) -> list[Fact]:
