@@ -106,7 +106,10 @@ async def test_worker_killed_mid_stream_loses_and_doubles_nothing(settings):
 
 
 async def test_nats_restart_while_publishing_and_consuming_loses_nothing(settings, own_nats_server):
-    total = 1500
+    # 800, not 1,500: the restart starts once 200 are stored, with at least half still to come (asserted below);
+    # what is proven (the worker and the publisher reconnect, nothing in flight is lost or stored twice) does not
+    # depend on the length of the tail (57 s of a worker's CPU at 1,500 under load in the last durations run)
+    total = 800
     async with open_runtime(settings) as rt:
         async with anyio.create_task_group() as tg:
             await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
@@ -123,7 +126,7 @@ async def test_nats_restart_while_publishing_and_consuming_loses_nothing(setting
             assert await _wait_count(rt.engine, total, timeout=180) == total
             assert await worker_settled(rt.bus)  # nothing left to redeliver
             assert await _count(rt.engine) == total
-            assert restarted_at and restarted_at[0] < total, "the restart must land in the middle of the stream"
+            assert restarted_at and restarted_at[0] <= total // 2, "the restart must land in the middle of the stream"
             rt.stop.set()
 
 
