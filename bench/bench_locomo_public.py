@@ -117,7 +117,8 @@ def score(conv: dict, retrieved: Sequence[Sequence[str]], k: int = K) -> dict[st
 
 
 def embed_cache() -> Path:
-    """Where the static table is kept: $EMBED_CACHE (as in bench_locomo; the tests give theirs), else data/embeddings."""
+    """Where the static table is kept: $EMBED_CACHE (as bench_locomo reads it; the tests give theirs), else
+    data/embeddings."""
     return Path(os.environ.get("EMBED_CACHE", "data/embeddings"))
 
 

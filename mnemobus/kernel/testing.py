@@ -149,8 +149,8 @@ def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The time tests spent at the gate (an exclusive test running or waiting on another worker), and the longest
     waits: a setup of tens of seconds that is a wait shows up here, not as work."""
-    waits = [(dict(r.user_properties)[TURN_WAIT], r.nodeid) for reports in terminalreporter.stats.values()
-             for r in reports if getattr(r, "when", None) == "setup" and TURN_WAIT in dict(getattr(r, "user_properties", ()))]
+    setups = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "setup"]
+    waits = [(dict(r.user_properties)[TURN_WAIT], r.nodeid) for r in setups if TURN_WAIT in dict(r.user_properties)]
     if not waits:
         return
     waits.sort(reverse=True)
