@@ -116,6 +116,12 @@ def score(conv: dict, retrieved: Sequence[Sequence[str]], k: int = K) -> dict[st
     return {name: round(v, 4) for name, v in per_category(rows).items()}
 
 
+def embed_cache() -> Path:
+    """Where the static table is kept: $EMBED_CACHE (as bench_locomo reads it; the tests give theirs), else
+    data/embeddings."""
+    return Path(os.environ.get("EMBED_CACHE", "data/embeddings"))
+
+
 class Service:
     """The memory service of `mnemobus run` (bus, worker, API) in this process, on one store file."""
 
@@ -133,7 +139,7 @@ class Service:
             nats={"data_dir": self.root / "nats", "max_message_bytes": 1024 * 1024},
             store={"backend": "sqlite", "sqlite_path": self.root / "locomo.sqlite3"},
             memory={"outbox_path": self.root / "outbox.sqlite3", "recall": self.tuning,
-                    "embedding": {"cache_dir": Path("data/embeddings")}},
+                    "embedding": {"cache_dir": embed_cache()}},
             metrics={"port": 0}, identity={"users_file": self.root / "users.yaml"}, **self.sections,
         )
         (self.root / "users.yaml").write_text("users: []\n")
@@ -193,7 +199,7 @@ async def main() -> None:
     if len(convs) < 2:
         raise SystemExit("the tune/report split needs two conversations")
     convs = convs[:2]
-    emb = make_embedder("static", "all-MiniLM-L6-v2-int8", Path("data/embeddings"))
+    emb = make_embedder("static", "all-MiniLM-L6-v2-int8", embed_cache())
     figures: dict[str, Any] = {}
     settings_grid = grid(QUICK_GRID if quick() else GRID)
     with tempfile.TemporaryDirectory(prefix="locomo-public-") as tmp:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.kernel.testing import run_dir
+from mnemobus.kernel.static_table_cache import machine_cache_dir
 from mnemobus.shared.config import Settings
 
 
@@ -47,9 +47,8 @@ def suite_settings(tmp_path: Path, nats_url: str, users_file: Path) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def static_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One static embedding table per test run, whichever xdist worker needs it first (StaticEmbedder's file lock
-    makes the others wait for its build): building it costs tens of seconds."""
-    path = run_dir(tmp_path_factory) / "static-embeddings"
-    path.mkdir(exist_ok=True)
-    return path
+def static_cache_dir() -> Path:
+    """The static embedding table's folder: one per machine and per version of what the table is computed from
+    (mnemobus/kernel/static_table_cache.py), so a run builds it only when the model or the distillation changed;
+    StaticEmbedder's file lock makes other workers and runs wait for that build."""
+    return machine_cache_dir("all-MiniLM-L6-v2-int8")

@@ -70,8 +70,10 @@ def _slashed(old: str) -> re.Pattern[str]:
     return re.compile(rf"(?:(?<=\.\./)|(?<![\w./-])){re.escape(_path(old))}")
 
 
-_REWRITES = [(_dotted(old), new) for old, new in MOVES.items()] + \
-            [(_slashed(old), _path(new)) for old, new in MOVES.items()]
+#: (the literal every match contains, pattern, replacement): a text without the literal skips the pattern, so
+#: `--check` over the whole tree costs a substring search per module instead of 72 regex passes per file
+_REWRITES = [(old, _dotted(old), new) for old, new in MOVES.items()] + \
+            [(_path(old), _slashed(old), _path(new)) for old, new in MOVES.items()]
 _FROM_ROOT = re.compile(r"^(?P<indent>[ \t]*)from mnemobus import (?P<names>\([^)]*\)|[^\n#]+?)(?P<tail>[ \t]*#[^\n]*)?$",
                         re.MULTILINE)
 
@@ -102,8 +104,9 @@ def rewrite(text: str, *, python: bool) -> str:
     text = _LOGGER.sub(keep, text)
     if python:
         text = _FROM_ROOT.sub(_split_from_root, text)
-    for pattern, new in _REWRITES:
-        text = pattern.sub(new, text)
+    for literal, pattern, new in _REWRITES:
+        if literal in text:
+            text = pattern.sub(new, text)
     return re.sub(r"\x00(\d+)\x00", lambda m: kept[int(m[1])], text)
 
 

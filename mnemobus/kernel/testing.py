@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -128,11 +129,36 @@ def run_turn(tmp_path_factory: pytest.TempPathFactory, *, alone: bool = False) -
         lock.__exit__(None, None, None)
 
 
+#: a wait for the run's turn at least this long is kept in the test's report and summed up at the end of the run
+TURN_WAIT_REPORTED_S = 0.1
+TURN_WAIT = "turn_wait_s"
+
+
 @pytest.fixture(autouse=True)
 def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Every test holds the run's lock shared, an `exclusive` test holds it alone."""
+    """Every test holds the run's lock shared, an `exclusive` test holds it alone. How long it waited for that is
+    part of its setup time: kept in its report, so the run's summary tells the gate's waits from real setup work."""
+    started = time.monotonic()
     with run_turn(tmp_path_factory, alone=request.node.get_closest_marker("exclusive") is not None):
+        waited = time.monotonic() - started
+        if waited >= TURN_WAIT_REPORTED_S:
+            request.node.user_properties.append((TURN_WAIT, round(waited, 2)))
         yield
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The time tests spent at the gate (an exclusive test running or waiting on another worker), and the longest
+    waits: a setup of tens of seconds that is a wait shows up here, not as work."""
+    setups = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "setup"]
+    waits = [(dict(r.user_properties)[TURN_WAIT], r.nodeid) for r in setups if TURN_WAIT in dict(r.user_properties)]
+    if not waits:
+        return
+    waits.sort(reverse=True)
+    terminalreporter.section("waiting for the run's turn (exclusive tests)")
+    terminalreporter.write_line(f"{sum(w for w, _ in waits):.1f} s in all, {len(waits)} tests waited "
+                                f"{TURN_WAIT_REPORTED_S} s or more; the longest:")
+    for waited, nodeid in waits[:8]:
+        terminalreporter.write_line(f"{waited:8.1f} s  {nodeid}")
 
 
 @pytest.fixture

@@ -18,6 +18,12 @@ FIXTURE = Path(__file__).resolve().parent / "blind_fixture" / "sample.yaml"
 AT = datetime(2026, 6, 15, 12, tzinfo=UTC)
 
 
+@pytest.fixture(autouse=True)
+def _static_table(static_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's static embedding table is the run's (built once per machine), not one built in data/."""
+    monkeypatch.setenv("EMBED_CACHE", str(static_cache_dir))
+
+
 def item(id_: str, facts: list[str] = (), ends: list[str] = (), keeps: list[str] = (), **kw: str) -> Item:  # type: ignore[assignment]
     parse = lambda xs: [Triple(*[p.strip() for p in x.split("|")]) for x in xs]  # noqa: E731
     return Item(id_, [("Ana", "...")], AT, parse(facts), [], parse(ends), keeps=parse(keeps), **kw)

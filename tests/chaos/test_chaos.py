@@ -29,9 +29,13 @@ from tests.chaos.chaos_support import (Chaos, Client, Load, broken_chains, dead_
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.own_server, pytest.mark.neo4j, pytest.mark.exclusive]
 
 RATE_HZ = 6.0
-LOAD_S = 16.0
+# 12 s of load, the break 2 s into it (was 16 and 4): the load still runs through each disruption until the broken
+# part is back (a node or role killed and restarted 5-6 s later, ready in 2-4 s; a node frozen 10 s), and what is
+# asserted is about the requests and episodes around the break, not their number. These tests hold the whole run
+# (exclusive), and after the load the workers drain its backlog (10-57 s at load ~12 for 192 episodes): 144 now
+LOAD_S = 12.0
 USERS = 12
-BREAK_AT_S = 4.0  # into the load
+BREAK_AT_S = 2.0  # into the load: 12 requests already answered or in flight
 RECOVERY_LIMIT_S = 120.0  # what "recovered" must mean at the latest; the measured times are recorded
 
 

@@ -74,13 +74,14 @@ def _worker_process(settings) -> subprocess.Popen:
 
 
 # exclusive: the episodes through a worker killed and restarted must finish within its bound; beside three other
-# workers' tests on two cores they did not (3,872 of 5,000 in 240 s, first merged parallel run). 2,000, not 5,000:
+# workers' tests on two cores they did not (3,872 of 5,000 in 240 s, first merged parallel run). 1,000, not 5,000:
 # what is proven is that the batch in flight at the kill is redelivered once and stored once; the kill lands after
-# 300 are stored with at least 1,700 still to come (asserted below), and the 3,000 more were ~60% of the time the
-# other workers waited for this test
+# 300 are stored with at least half the stream still to come (asserted below), so the restarted worker takes over
+# a stream still being read; the longer tail was most of the time the other workers waited for this test (53.8 s
+# at 2,000 in the last durations run)
 @pytest.mark.exclusive
 async def test_worker_killed_mid_stream_loses_and_doubles_nothing(settings):
-    total = 2000
+    total = 1000
     async with open_runtime(settings) as rt:  # publisher and reader only; the worker is a separate process
         await rt.bus.ensure_streams()
         worker = _worker_process(settings)
@@ -90,7 +91,7 @@ async def test_worker_killed_mid_stream_loses_and_doubles_nothing(settings):
             worker.send_signal(signal.SIGKILL)
             worker.wait(timeout=10)
             killed_at = await _count(rt.engine)
-            assert 0 < killed_at < total, "the kill must land in the middle of the stream"
+            assert 0 < killed_at <= total // 2, "the kill must land in the middle of the stream"
             worker = _worker_process(settings)
             assert await _wait_count(rt.engine, total, timeout=240) == total
             assert await worker_settled(rt.bus)  # nothing left to redeliver
@@ -105,7 +106,10 @@ async def test_worker_killed_mid_stream_loses_and_doubles_nothing(settings):
 
 
 async def test_nats_restart_while_publishing_and_consuming_loses_nothing(settings, own_nats_server):
-    total = 1500
+    # 800, not 1,500: the restart starts once 200 are stored, with at least half still to come (asserted below);
+    # what is proven (the worker and the publisher reconnect, nothing in flight is lost or stored twice) does not
+    # depend on the length of the tail (57 s of a worker's CPU at 1,500 under load in the last durations run)
+    total = 800
     async with open_runtime(settings) as rt:
         async with anyio.create_task_group() as tg:
             await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
@@ -122,7 +126,7 @@ async def test_nats_restart_while_publishing_and_consuming_loses_nothing(setting
             assert await _wait_count(rt.engine, total, timeout=180) == total
             assert await worker_settled(rt.bus)  # nothing left to redeliver
             assert await _count(rt.engine) == total
-            assert restarted_at and restarted_at[0] < total, "the restart must land in the middle of the stream"
+            assert restarted_at and restarted_at[0] <= total // 2, "the restart must land in the middle of the stream"
             rt.stop.set()
 
 

@@ -91,7 +91,10 @@ async def test_a_second_run_of_the_same_file_stores_nothing_twice(tmp_path: Path
 
 async def test_an_import_killed_half_way_resumes_and_stores_every_message_exactly_once(tmp_path: Path) -> None:
     log, db = tmp_path / "log.jsonl", tmp_path / "m.sqlite3"
-    ids = write_log(log, 3000)
+    # 1,500 lines (was 3,000): killed once its checkpoint passes line 500, it dies part-way (asserted below) and the
+    # resumed run still reads the rest in many batches; what is proven (resume from the checkpoint, the batch in
+    # flight found stored, none twice) does not depend on the length of the tail
+    ids = write_log(log, 1500)
     checkpoint = tmp_path / "ck.json"
     args = [sys.executable, "-m", "mnemobus.cli", "import", "messages", str(log), "--batch", "50",
             "--checkpoint", str(checkpoint)]
@@ -110,7 +113,7 @@ async def test_an_import_killed_half_way_resumes_and_stores_every_message_exactl
     proc = subprocess.run(args, cwd=ROOT, env=cli_env(db), capture_output=True, text=True, timeout=300)
     assert "resuming at line" in proc.stderr
     read, stored, skipped = (int(w) for w in _numbers(closing(proc)))
-    assert (read, stored + skipped) == (3000, 3000) and skipped <= 50  # at most the batch in flight, found stored
+    assert (read, stored + skipped) == (1500, 1500) and skipped <= 50  # at most the batch in flight, found stored
     assert await stored_ids(db) == sorted(ids)  # every message, none twice (ids in a list, duplicates would show)
 
 

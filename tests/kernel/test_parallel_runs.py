@@ -60,7 +60,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
                            "-n", "3", "--dist", "loadfile", "--no-loadscope-reorder", "--rootdir", str(suite), str(suite)],
                           cwd=suite, env={**env, "RUN_LOG": str(log)}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return Run([json.loads(line) for line in log.read_text().splitlines()], done.stdout)
+
+
+class Run(list[dict[str, object]]):
+    """What each test of the small suite recorded, and what the run printed."""
+
+    def __init__(self, records: list[dict[str, object]], stdout: str) -> None:
+        super().__init__(records)
+        self.stdout = stdout
 
 
 def test_the_tests_of_one_file_run_in_order_on_one_worker(run: list[dict[str, object]]) -> None:
@@ -106,3 +114,13 @@ def test_a_file_with_an_exclusive_test_is_handed_out_after_the_files_without_one
         run: list[dict[str, object]]) -> None:
     b0 = next(r for r in run if r["test"] == "b0")
     assert [r["test"] for r in run if r["test"] in ("x0", "y0", "z0", "slow") and r["start"] > b0["start"]] == []
+
+
+def test_the_run_sums_up_the_time_tests_waited_for_an_exclusive_one(run: Run) -> None:
+    """A setup of tens of seconds in a durations table is, more often than not, this wait: the summary tells them
+    apart. Here y's and z's tests wait while `alone` (0.5 s) holds the run."""
+    section = run.stdout.split("waiting for the run's turn (exclusive tests)", 1)
+    assert len(section) == 2, run.stdout[-2000:]
+    lines = section[1].splitlines()
+    total = float(lines[1].split(" s in all")[0])
+    assert total >= 0.1 and "s  test_" in lines[2], section[1][:1000]
