@@ -7,7 +7,9 @@ are the bus's business. The worker imports no NATS client.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +33,23 @@ class FetchFailed(Exception):
     def __init__(self, kind: str) -> None:
         super().__init__(kind)
         self.kind = kind
+
+
+class SettleFailed(Exception):
+    """The bus did not confirm an ack, nak or in-progress mark (`kind` names the client's failure): the server
+    keeps the message and delivers it again after ack_wait, where it is found already stored."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+@contextlib.contextmanager
+def _settling() -> Iterator[None]:
+    try:
+        yield
+    except (nats.errors.Error, TimeoutError, ConnectionError) as exc:
+        raise SettleFailed(type(exc).__name__) from exc
 
 
 class FetchProtocolError(Exception):
@@ -83,15 +102,18 @@ class Delivery:
 
     async def ack(self) -> None:
         """Done with it, confirmed by the server (a lost ack would bring it back after ack_wait)."""
-        await self._msg.ack_sync(timeout=self._timeout_s)
+        with _settling():
+            await self._msg.ack_sync(timeout=self._timeout_s)
 
     async def nak(self, delay_s: float) -> None:
         """Deliver it again after `delay_s`."""
-        await self._msg.nak(delay=delay_s)
+        with _settling():
+            await self._msg.nak(delay=delay_s)
 
     async def in_progress(self) -> None:
         """Still being worked on: restart its ack_wait clock."""
-        await self._msg.in_progress()
+        with _settling():
+            await self._msg.in_progress()
 
 
 class DurableConsumer:

@@ -24,7 +24,7 @@ from anyio.abc import TaskStatus
 
 from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
-from mnemobus.bus.consumer import Delivery, DurableConsumer, DurableConsumerConfig, FetchFailed, FetchProtocolError
+from mnemobus.bus.consumer import Delivery, DurableConsumer, DurableConsumerConfig, FetchFailed, FetchProtocolError, SettleFailed
 from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.endpoint import parse_message
 from mnemobus.kernel.community_upkeep import CommunityUpkeep
@@ -289,7 +289,12 @@ class EpisodeWorker:
     async def _guard(self, fn: Callable[..., Any], msg: Delivery, *args: Any) -> None:
         try:
             await fn(msg, *args)
+        except SettleFailed as exc:  # an outage (a frozen or lost server): expected, one line per 10 s, no trace
+            self.metrics.worker_settle_errors.labels(kind=exc.kind).inc()
+            self.retry_log.warning(f"settle-{exc.kind}", "the bus did not confirm settling an episode from %s (%s); "
+                                   "it will be redelivered and found already stored", msg.subject, exc.kind)
         except Exception:  # the message stays unacked and comes back after ack_wait
+            self.metrics.worker_settle_errors.labels(kind="unexpected").inc()
             log.exception("unexpected failure settling an episode from %s; it will be redelivered", msg.subject)
 
     async def _settle(self, msg: Delivery, episode: Episode, outcome: Any) -> None:

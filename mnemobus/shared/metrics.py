@@ -77,6 +77,10 @@ class PipelineMetrics:
         self.worker_in_progress_errors = Counter(
             "mnemobus_worker_in_progress_errors_total", "Long batches whose in-progress mark failed (they may be "
             "redelivered, then found already stored)", registry=r)
+        self.worker_settle_errors = Counter(
+            "mnemobus_worker_settle_errors_total", "Acks, naks and dead-letterings the bus did not confirm (the "
+            "message comes back after ack_wait and is found stored), by error kind; unexpected: any other failure "
+            "settling an episode", ["kind"], registry=r)
         self.worker_heartbeat_errors = Counter(
             "mnemobus_worker_heartbeat_errors_total", "Heartbeats the worker could not write (bus away)", registry=r)
         self.worker_protocol_errors = Counter(
