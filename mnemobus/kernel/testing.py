@@ -197,11 +197,30 @@ def nats_url(request: pytest.FixtureRequest, nats_server: EmbeddedNatsServer | N
     return nats_server.url
 
 
-def empty_jetstream(url: str, timeout_s: float = 10) -> int:
+def empty_jetstream(url: str, timeout_s: float = 10, server: EmbeddedNatsServer | None = None) -> int:
     """Delete every stream on the server; how many. On a thread of its own, with its own event loop: a sync
-    fixture may run while the test's loop exists."""
+    fixture may run while the test's loop exists. With `server` (ours), also wait until its disk holds none."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="empty-jetstream") as pool:
-        return pool.submit(asyncio.run, delete_every_stream(url, timeout_s)).result()
+        deleted = pool.submit(asyncio.run, delete_every_stream(url, timeout_s)).result()
+    if server is not None:
+        wait_for_stream_files_gone(server, timeout_s)
+    return deleted
+
+
+def stream_dirs(server: EmbeddedNatsServer) -> list[Path]:
+    """The stream folders in the server's JetStream store, every account."""
+    return sorted(server.store_dir.glob("jetstream/*/streams/*"))
+
+
+def wait_for_stream_files_gone(server: EmbeddedNatsServer, timeout_s: float = 10) -> None:
+    """nats-server answers a stream's deletion before its files are gone from disk: a stream of the same name made
+    in that window failed with "error creating store for stream" (fresh-clone CI, a lifecycle test's runtime), or
+    came back holding the deleted one's messages (a known race of shared test servers). The next test makes the
+    same stream names, so it starts only once the folders are gone."""
+    deadline = time.monotonic() + timeout_s
+    while (left := stream_dirs(server)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not left, f"nats-server still holds the files of deleted streams after {timeout_s} s: {left}"
 
 
 @pytest.fixture
@@ -213,7 +232,7 @@ def fresh_nats_url(request: pytest.FixtureRequest) -> str:
         assert server.url
         return server.url
     url: str = request.getfixturevalue("nats_url")
-    empty_jetstream(url)
+    empty_jetstream(url, server=request.getfixturevalue("nats_server"))
     return url
 
 
