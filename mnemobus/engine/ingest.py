@@ -23,7 +23,7 @@ from mnemobus.engine.embed import Embedder
 from mnemobus.engine.extract import (
     UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
 )
-from mnemobus.engine.mention_backfill import backfill_mentions
+from mnemobus.engine.mention_backfill import backfill_mentions, backfill_new_name
 from mnemobus.engine.mentions import named_spans
 from mnemobus.engine.previous_turn import PreviousTurnReader, previous_turns
 from mnemobus.engine.relations import Meaning, canonical_extraction, one_value, per_qualifier, symmetric
@@ -450,8 +450,7 @@ class Ingestor:
             await txn.observe_entity(group, found.id, name=shown if canonical == found.canonical_name else found.name,
                                      alias=canonical, seen=episode.reference_time)
             await txn.link_episode_entity(group, episode.id, found.id)
-            if canonical != found.canonical_name and canonical not in found.aliases:  # a new name of it
-                await backfill_mentions(txn, group, canonical, found.id)
+            await backfill_new_name(txn, group, canonical, found)
             return found
         entity = Entity(id=entity_id_for(group, canonical, type_), group_id=group, name=shown,
                         canonical_name=canonical, type=type_, first_seen=episode.reference_time,
@@ -473,11 +472,10 @@ class Ingestor:
                 continue
             entities[e.name] = resolved
             for alias in e.aliases:  # "my name is Jo", the user's name from users.yaml: the same person
-                if normalise_name(alias):
+                if key := normalise_name(alias):
                     await txn.observe_entity(episode.group_id, resolved.id, name=resolved.name,
-                                             alias=normalise_name(alias), seen=episode.reference_time)
-                    if normalise_name(alias) not in (resolved.canonical_name, *resolved.aliases):
-                        await backfill_mentions(txn, episode.group_id, normalise_name(alias), resolved.id)
+                                             alias=key, seen=episode.reference_time)
+                    await backfill_new_name(txn, episode.group_id, key, resolved)
         for name in names:  # names it says of entities already known (engine/mentions.py)
             if name not in said and (known := await txn.entity_by_alias(episode.group_id, name)) is not None:
                 await txn.link_episode_entity(episode.group_id, episode.id, known.id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from mnemobus.engine.mentions import named_spans
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import WriteTxn
+from mnemobus.store.model import Entity
 
 BACKFILL_MAX = 200  # turns read per new name: a name said in thousands of turns links its newest ones
 
@@ -26,3 +27,11 @@ async def backfill_mentions(txn: WriteTxn, group_id: GroupId, name: str, entity_
             await txn.link_episode_entity(group_id, episode_id, entity_id)
             linked += 1
     return linked
+
+
+async def backfill_new_name(txn: WriteTxn, group_id: GroupId, name: str, entity: Entity) -> int:
+    """As backfill_mentions, for a name observed of a known entity: only when the entity did not have it yet
+    (turns saying a name it had were linked when that name was made)."""
+    if name in (entity.canonical_name, *entity.aliases):
+        return 0
+    return await backfill_mentions(txn, group_id, name, entity.id)
