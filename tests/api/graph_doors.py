@@ -34,10 +34,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mnemobus.api.mcp_door import EXTRA_MCP_URL, run_mcp_http
 from mnemobus.api.service import EXTRA_URL, run_api
-from mnemobus.bus.reset import delete_every_stream
 from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.kernel.app import Runtime, open_runtime, serve
-from mnemobus.kernel.testing import run_turn, wait_for_stream_files_gone
+from mnemobus.kernel.testing import empty_jetstream, run_turn
 from mnemobus.shared import subjects
 from mnemobus.shared.config import ApiSettings, RecallTuning, Settings
 from mnemobus.shared.groups import user_group
@@ -130,9 +129,8 @@ async def doors(backend: str, mode: str, request: pytest.FixtureRequest,
     """Worker, plugin (with the echo executor), the HTTP and NATS API and the MCP door on one runtime, for every test
     of this store and mode; on a JetStream emptied of the streams earlier tests of this worker left."""
     chosen, plugin_group = doors_settings(backend, mode, request, tmp_path_factory)
-    await delete_every_stream(chosen.nats.url, 10)
-    if (nats := request.getfixturevalue("nats_server")) is not None:
-        await anyio.to_thread.run_sync(wait_for_stream_files_gone, nats)
+    await anyio.to_thread.run_sync(functools.partial(empty_jetstream, chosen.nats.url,
+                                                     server=request.getfixturevalue("nats_server")))
     async with contextlib.AsyncExitStack() as stack:
         with run_turn(tmp_path_factory):  # opening the store: as a test would (kernel/testing.py says why)
             rt = await stack.enter_async_context(open_runtime(chosen))
