@@ -9,15 +9,22 @@ StaticEmbedder (its file lock makes a second run or worker wait for the first's 
 wheel is kept per machine the same way (mk/llm.mk).
 
 `MNEMOBUS_TEST_STATIC_CACHE` names another folder (an empty one to watch a build from scratch).
+
+Each use stamps its folder; a sibling no run has used for `UNUSED_DAYS` is a superseded version (47 MB each) and is
+removed. Not on every change of key: branches of different versions run on one machine at once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import time
 from pathlib import Path
 
 ENV = "MNEMOBUS_TEST_STATIC_CACHE"
+UNUSED_DAYS = 14  # longer than a branch sits idle between runs; a removed table is rebuilt on its next use
+_STAMP = ".last-used"
 
 
 def _inputs(model: str) -> list[bytes]:
@@ -50,5 +57,21 @@ def machine_cache_dir(model: str) -> Path:
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         path = base / "mnemobus" / "static-embeddings" / table_key(model)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / _STAMP).touch()
+        _remove_unused_siblings(path)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _last_used(folder: Path) -> float:
+    stamp = folder / _STAMP
+    return (stamp if stamp.exists() else folder).stat().st_mtime
+
+
+def _remove_unused_siblings(current: Path) -> None:
+    """Superseded tables' folders, unused for UNUSED_DAYS (a folder from before stamps counts from its own time)."""
+    cutoff = time.time() - UNUSED_DAYS * 86400
+    for folder in current.parent.iterdir():
+        if folder != current and folder.is_dir() and _last_used(folder) < cutoff:
+            shutil.rmtree(folder, ignore_errors=True)
