@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -29,6 +30,7 @@ from mnemobus.engine.extract import (
     UNTYPED, ExtractedEnding, ExtractedFact, Extraction, Speaker, entities_of, episode_speaker, speaker_lines,
 )
 from mnemobus.engine.extract_rules import as_said_by, change_facts, rule_facts
+from mnemobus.engine.previous_turn import PRONOUN_REACH
 from mnemobus.engine.text import STOPWORDS
 from mnemobus.engine.when import resolve
 from mnemobus.store.model import EdgeType, Episode
@@ -158,10 +160,15 @@ class _Reader:
         self.endings: list[ExtractedEnding] = []
         self.aliases: list[str] = []
         self.last_person: _Name | None = None
+        self.introduced: _Name | None = None  # the person this line itself named last (not through "she" or "he")
         self.purposes: dict[str, str] = {}  # a medicine -> what the clause said it is taken for
         self.unnamed_kin: dict[str, str] = {}  # "Rosa's mum" -> "mother": said of someone not named
 
     # -- names ------------------------------------------------------------------------------------
+
+    def introduce(self, person: _Name) -> None:
+        """The line names `person`: "she" or "he" after it is them, on this line and on the next turns."""
+        self.last_person = self.introduced = person
 
     def ent(self, tok: Token) -> Span | None:
         for e in self.doc.ents:
@@ -483,7 +490,7 @@ class _Reader:
             if named is not None:
                 person = _Name(named, "person")
                 self.add(person, f"{role}_of", self.me)
-                self.last_person = person
+                self.introduce(person)
             return
         if lemma in _JOB_WORDS and self.job_held(tok):  # "I love my new job at Arup": working there now
             verb = tok.head if tok.dep_ == "dobj" else None  # "Love my job at Arup": the parse hangs "at" on the verb
@@ -511,7 +518,7 @@ class _Reader:
                 self.np_facts(tok)
             span = self.ent(tok)
             if span is not None and span.label_ == "PERSON" and tok.i == span.start:
-                self.last_person = _Name(self.proper(tok), "person")
+                self.introduce(_Name(self.proper(tok), "person"))
         for tok in self.doc:
             subj = next((c for c in tok.children if c.dep_ in ("nsubj", "nsubjpass")), None)
             if subj is None and tok.pos_ in ("VERB", "AUX") and (
@@ -559,7 +566,10 @@ class _Reader:
                 self.done_to_me(tok)  # "they switched me to candesartan", "my consultant put me on X": whoever did it
                 continue
             if subject.type == "person" and not subject.speaker:
-                self.last_person = subject
+                if subj.lower_ in _THIRD_PERSON:
+                    self.last_person = subject
+                else:
+                    self.introduce(subject)
             self.clause(tok, subj, subject)
             for other in subj.conjuncts:  # "my partner and I live in Cork": the speaker lives there too
                 if (also := self.name(other)) is not None and also.someone and also != subject:
@@ -1202,7 +1212,7 @@ class _Reader:
             person = _Name(named, "person")  # "I've got a girlfriend called Ines", "we have a son, Leo"
             self.facts.append(ExtractedFact(named, f"{role}_of", self.me.text, "semantic",
                                             sentence(named, f"{role}_of", self.me.text), 0.8, "person", self.me.type))
-            self.last_person = person
+            self.introduce(person)
             return
         if head in lex.PETS:
             head = self.kind(o)
@@ -1297,7 +1307,7 @@ class _Reader:
             if role is not None:  # "my wife's name is Kemi": Kemi is the wife, and "she" after it
                 person = _Name(self.proper(attr), "person")
                 self.say(deny, person, f"{role}_of", self.me, when)
-                self.last_person = person
+                self.introduce(person)
                 return True
             if owner.lemma_.lower() in lex.PETS and self.mine(owner):  # "our cat's name is Miso": the pet
                 pet = _Name(self.proper(attr), "pet")
@@ -1427,7 +1437,7 @@ class _Reader:
             role = self.kin_role(subj_tok)
             if role is not None and a.pos_ == "PROPN" and obj is not None:
                 self.add(replace(obj, type="person"), f"{role}_of", self.me, when)
-                self.last_person = replace(obj, type="person")
+                self.introduce(replace(obj, type="person"))
                 return
         if a.dep_ == "acomp" or a.pos_ == "ADJ" or self.state(a) is not None:
             preps = [(p.lower_, o) for p in a.children if p.dep_ == "prep" for o in p.children if o.dep_ == "pobj"]
@@ -1607,18 +1617,41 @@ def fallback_facts(doc: Doc, speaker: Speaker, reference: datetime) -> list[Extr
     return out
 
 
+#: turns whose naming the extractor remembers (a few hundred bytes each): the look back of the next batches, and of
+#: live turns that come one at a time, finds the turns before them here instead of parsing them again
+NAMED_REMEMBERED = 4096
+
+
+class Recent:
+    """The persons the last PRONOUN_REACH turns of one conversation named (None: the turn named nobody)."""
+
+    __slots__ = ("named",)
+
+    def __init__(self) -> None:
+        self.named: deque[_Name | None] = deque(maxlen=PRONOUN_REACH)
+
+    def person(self) -> _Name | None:
+        """Whom "she" or "he" in the next turn means: the last person named within reach."""
+        return next((n for n in reversed(self.named) if n is not None), None)
+
+
+def conversation(episode: Episode) -> tuple[str, str | None]:
+    return (episode.group_id, episode.channel_id)
+
+
 def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
-              context: dict[str, _Name] | None = None) -> Extraction:
+              context: dict[tuple[str, str | None], Recent] | None = None) -> Extraction:
     """One episode's parsed lines -> its extraction: the change rules first, then the parse, one fact per triple.
 
-    `context` carries the person last named in each conversation (group) from one episode to the next of a batch,
-    so "she" in a turn is the person the turn before named."""
+    `context` holds, per conversation, whom the turns before named (`Recent`), so "she" in a turn is the person
+    last named within PRONOUN_REACH turns; the episode's own naming is added to it."""
     facts: list[ExtractedFact] = []
     endings: list[ExtractedEnding] = []
     speakers: dict[str, Speaker] = {}
     aliases: dict[str, tuple[str, ...]] = {}
-    context = {} if context is None else context
-    last_person: _Name | None = context.get(episode.group_id)
+    recent = ({} if context is None else context).setdefault(conversation(episode), Recent())
+    last_person = recent.person()
+    named: _Name | None = None
     for said_by, line, doc in docs:
         speakers.setdefault(said_by.entity_name, said_by)
         changes, names = change_facts(line)
@@ -1629,13 +1662,12 @@ def read_docs(episode: Episode, docs: Sequence[tuple[Speaker, str, Doc]],
         reader = _Reader(doc, said_by, episode.reference_time)
         reader.last_person = last_person  # "she" on the next line is the person the line before named
         reader.read()
-        last_person = reader.last_person
+        last_person, named = reader.last_person, reader.introduced or named
         facts.extend(reader.facts)
         endings.extend(reader.endings)
         if not reader.facts and not reader.endings and not changes:
             facts.extend(fallback_facts(doc, said_by, episode.reference_time))
-    if last_person is not None:
-        context[episode.group_id] = last_person
+    recent.named.append(named)
     seen: dict[tuple[str, str, str], ExtractedFact] = {}
     ended = {(e.subject.lower(), r, (e.object or "").lower()) for e in endings for r in (e.relation, *e.relations)}
     for f in map(_medicine_use, facts):
@@ -1707,6 +1739,9 @@ class ParsedExtractor:
     def __init__(self, batch_size: int = BATCH_SIZE) -> None:
         self.batch_size = batch_size
         self._lock = threading.Lock()  # one pipeline per process; its pipe is not for two threads at once
+        #: whom each recently extracted turn named, so the next batch's look back does not parse them again
+        self._named: OrderedDict[str, _Name | None] = OrderedDict()
+        self._named_lock = threading.Lock()
 
     def warm(self) -> None:
         load_pipeline()
@@ -1720,40 +1755,55 @@ class ParsedExtractor:
     async def extract_many(self, episodes: Sequence[Episode]) -> list[Extraction | Exception]:
         return await anyio.to_thread.run_sync(self.extract_batch, list(episodes))
 
-    async def extract_after(self, episodes: Sequence[Episode], previous: Sequence[Episode | None]
+    async def extract_after(self, episodes: Sequence[Episode], previous: Sequence[Sequence[Episode]]
                             ) -> list[Extraction | Exception]:
-        """As `extract_many`, "she" and "he" in an episode resolved to the person its previous turn named
-        (engine/previous_turn.py)."""
+        """As `extract_many`, "she" and "he" in an episode resolved to the person last named within PRONOUN_REACH
+        turns, the stored turns before the batch included (engine/previous_turn.py)."""
         return await anyio.to_thread.run_sync(self.extract_batch, list(episodes), list(previous))
 
-    def _named_before(self, previous: Sequence[Episode | None]) -> dict[int, _Name]:
-        """The person each previous turn named last (its facts are not read again: they were stored with it)."""
-        wanted = [(i, said_by, text) for i, ep in enumerate(previous) if ep is not None for said_by, text in _lines(ep)]
-        if not wanted:
-            return {}
-        with self._lock:
-            docs = [fix_lemmas(d) for d in load_pipeline().pipe((t for _, _, t in wanted), batch_size=self.batch_size)]
-        named: dict[int, _Name] = {}
-        for (i, said_by, _), doc in zip(wanted, docs, strict=True):
-            reader = _Reader(doc, said_by, previous[i].reference_time)  # type: ignore[union-attr]
-            reader.last_person = named.get(i)
+    def _recent_before(self, episodes: Sequence[Episode], previous: Sequence[Sequence[Episode]]
+                       ) -> dict[tuple[str, str | None], Recent]:
+        """Whom the stored turns before each conversation's first turn in the batch named (their facts are not
+        read again: they were stored with them)."""
+        context: dict[tuple[str, str | None], Recent] = {}
+        for ep, before in zip(episodes, previous):
+            if not before:
+                continue
+            context[conversation(ep)] = recent = Recent()
+            for turn in before:
+                recent.named.append(self._named_in(turn))
+        return context
+
+    def _named_in(self, episode: Episode) -> _Name | None:
+        """The person a stored turn named last: remembered from its own extraction, parsed again if forgotten."""
+        with self._named_lock:
+            if episode.id in self._named:
+                return self._named[episode.id]
+        named: _Name | None = None
+        for said_by, _, doc in self._parse([episode])[0]:
+            reader = _Reader(doc, said_by, episode.reference_time)
             reader.read()
-            if reader.last_person is not None:
-                named[i] = reader.last_person
+            named = reader.introduced or named
+        self._remember(episode.id, named)
         return named
 
-    def extract_batch(self, episodes: Sequence[Episode], previous: Sequence[Episode | None] = ()
-                      ) -> list[Extraction | Exception]:
+    def _remember(self, episode_id: str, named: _Name | None) -> None:
+        with self._named_lock:
+            self._named[episode_id] = named
+            self._named.move_to_end(episode_id)
+            while len(self._named) > NAMED_REMEMBERED:
+                self._named.popitem(last=False)
+
+    def _parse(self, episodes: Sequence[Episode]) -> list[list[tuple[Speaker, str, Doc]]]:
         """Every line of every episode through `nlp.pipe` (two runs: with the entity recogniser and without, see
-        `needs_entities`), then each episode read on its own, after the person its previous turn named."""
-        named_before = self._named_before(previous)
+        `needs_entities`): each episode's (speaker, line, parse)."""
         nlp = load_pipeline()
         lines = [(i, s, text) for i, ep in enumerate(episodes) for s, text in _lines(ep)]
-        named = [needs_entities(text) for _, _, text in lines]
+        ner = [needs_entities(text) for _, _, text in lines]
         docs: list[Doc | None] = [None] * len(lines)
         with self._lock:  # the entity recogniser (a third of the parse's time) only where a line may name something
             for want, disable in ((True, ()), (False, ("ner",))):
-                slots = [i for i, n in enumerate(named) if n is want]
+                slots = [i for i, n in enumerate(ner) if n is want]
                 texts = (lines[i][2] for i in slots)
                 for i, doc in zip(slots, nlp.pipe(texts, batch_size=self.batch_size, disable=disable), strict=True):
                     docs[i] = fix_lemmas(doc)
@@ -1762,13 +1812,18 @@ class ParsedExtractor:
         for (i, s, text), doc in zip(lines, docs, strict=True):
             assert doc is not None  # every slot is in one of the two runs
             per[i].append((s, text, doc))
+        return per
+
+    def extract_batch(self, episodes: Sequence[Episode], previous: Sequence[Sequence[Episode]] = ()
+                      ) -> list[Extraction | Exception]:
+        """Each episode parsed (`_parse`) and read on its own, after the persons the turns before it named."""
+        context = self._recent_before(episodes, previous)
         out: list[Extraction | Exception] = []
-        context: dict[str, _Name] = {}  # the person last named per conversation, turn to turn
-        for n, (ep, parsed) in enumerate(zip(episodes, per, strict=True)):
-            if n in named_before:  # the first turn of its conversation in the batch: "she" is whom the last named
-                context[ep.group_id] = named_before[n]
+        for ep, parsed in zip(episodes, self._parse(episodes), strict=True):
             try:
                 out.append(read_docs(ep, parsed, context))
             except Exception as exc:  # noqa: BLE001 - one episode's oddity never costs the batch
                 out.append(exc)
+                continue
+            self._remember(ep.id, context[conversation(ep)].named[-1])
         return out

@@ -1,11 +1,14 @@
-"""The turn said just before an episode in its conversation, for an extractor that resolves "she" and "he" to the
-person that turn named.
+"""The turns said just before an episode in its conversation, for an extractor that resolves "she" and "he" to the
+person those turns named.
 
 Why: a conversation names someone once ("my sister Ana lives in York") and goes on with pronouns ("She moved to
-Leeds"). Within one batch the offline extractor carries the person last named from turn to turn; a turn that is
-the first of its conversation in a batch (every message POST /messages or the plugin sends on its own) had no one
-to carry, so its pronoun named nobody and the fact was lost. The previous turn is already in the store: one read
-of the group's newest episodes, only for turns that need it.
+Leeds"), often after a turn about something else. The offline extractor reaches back PRONOUN_REACH turns for the
+person last named. Turns of one batch are in hand; the turns before a batch (every message POST /messages or the
+plugin sends on its own is a batch of one) are in the store: one read of the group's newest episodes, only when a
+turn within reach of the batch's start needs it. The reach is the same both ways, so what a conversation leaves in
+the graph does not depend on how the worker's batches fell (before, the batch carried the last person without
+bound and a lone turn saw only the turn before it: a 283-turn conversation gave 62 facts in batches of 32, 54 one
+turn at a time).
 """
 
 from __future__ import annotations
@@ -20,19 +23,22 @@ from mnemobus.store.model import Episode
 
 #: the pronouns a previous turn can resolve (a person; "they" and "it" name too many things to guess)
 _THIRD_PERSON = re.compile(r"\b(?:she|he|her|him|his|hers)\b", re.IGNORECASE)
-#: how many of a group's newest episodes are read to find the one before (other conversations of the group may
+#: how many turns back "she" or "he" reaches for the person a turn named: the same reach whether the turns came in
+#: one batch or one at a time, so what is extracted does not depend on how the worker's batches fell
+PRONOUN_REACH = 4
+#: how many of a group's newest episodes are read to find the turns before (other conversations of the group may
 #: have spoken since)
-LOOK_BACK = 8
+LOOK_BACK = 2 * PRONOUN_REACH
 
 
 @runtime_checkable
 class PreviousTurnReader(Protocol):
-    """Optional: an extractor that reads each episode after the turn said before it, when there is one."""
+    """Optional: an extractor that reads each episode after the turns said before it, when there are some."""
 
-    async def extract_after(self, episodes: Sequence[Episode], previous: Sequence[Episode | None]
+    async def extract_after(self, episodes: Sequence[Episode], previous: Sequence[Sequence[Episode]]
                             ) -> list[Extraction | Exception]:
-        """One extraction per episode, in order; `previous[i]` is the turn before `episodes[i]` (None: none
-        was looked up, the batch itself holds it, or the conversation has none)."""
+        """One extraction per episode, in order; `previous[i]` holds the stored turns before `episodes[i]`, oldest
+        first (empty: none was looked up, the batch itself holds them, or the conversation has none)."""
 
 
 def wants_previous(episode: Episode) -> bool:
@@ -40,25 +46,31 @@ def wants_previous(episode: Episode) -> bool:
     return _THIRD_PERSON.search(episode.content) is not None
 
 
-def before(episode: Episode, candidates: Sequence[Episode]) -> Episode | None:
-    """The latest of `candidates` said before `episode` in the same conversation (group and channel)."""
+def before(episode: Episode, candidates: Sequence[Episode], n: int = PRONOUN_REACH) -> list[Episode]:
+    """The latest `n` of `candidates` said before `episode` in the same conversation (group and channel), oldest
+    first."""
     earlier = [c for c in candidates if c.id != episode.id and c.group_id == episode.group_id
                and c.channel_id == episode.channel_id and c.reference_time <= episode.reference_time]
-    return max(earlier, key=lambda c: c.reference_time, default=None)
+    return sorted(earlier, key=lambda c: c.reference_time)[-n:]
 
 
-async def previous_turns(store: GraphStore, episodes: Sequence[Episode]) -> list[Episode | None]:
-    """For each episode that says "she" or "he" and is the first of its conversation in the batch, the stored turn
-    before it; None for the others (a later turn of the batch follows the one before it in the batch)."""
-    out: list[Episode | None] = [None] * len(episodes)
-    seen: set[tuple[str, str | None]] = set()
-    newest: dict[str, list[Episode]] = {}
+async def previous_turns(store: GraphStore, episodes: Sequence[Episode]) -> list[list[Episode]]:
+    """For the first episode of each conversation in the batch, the PRONOUN_REACH stored turns before it, when one of
+    the conversation's first PRONOUN_REACH turns in the batch says "she" or "he" (the later ones reach back only
+    into the batch); empty for the others."""
+    out: list[list[Episode]] = [[] for _ in episodes]
+    first: dict[tuple[str, str | None], int] = {}
+    wanted: set[int] = set()
+    position: dict[tuple[str, str | None], int] = {}
     for i, episode in enumerate(episodes):
         conversation = (episode.group_id, episode.channel_id)
-        first = conversation not in seen
-        seen.add(conversation)
-        if not first or not wants_previous(episode):
-            continue
+        first.setdefault(conversation, i)
+        position[conversation] = position.get(conversation, -1) + 1
+        if position[conversation] < PRONOUN_REACH and wants_previous(episode):
+            wanted.add(first[conversation])
+    newest: dict[str, list[Episode]] = {}
+    for i in sorted(wanted):
+        episode = episodes[i]
         if episode.group_id not in newest:
             newest[episode.group_id] = await store.episodes(episode.group_id, LOOK_BACK)
         out[i] = before(episode, newest[episode.group_id])

@@ -1,6 +1,7 @@
-""""She" and "he" in a message resolved to the person the previous turn of the same conversation named, end to
-end through POST /messages (issue 35): each message is its own batch, so only the stored previous turn can say
-who is meant (sentences of this file's own)."""
+""""She" and "he" in a message resolved to the person last named within the few turns before it in the same
+conversation, end to end through POST /messages (issue 35): each message is its own batch, so only the stored turns
+before it can say who is meant, and they must say what one batch holding every turn would (sentences of this file's
+own)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ async def test_he_is_the_relative_named_by_apposition_in_the_turn_before(api_on:
     await say(api_on, group_id, "Bogdan, my uncle, came round for dinner.")
     await say(api_on, group_id, "He works at Ferrari now.")
     assert ("Bogdan", "works_at", "Ferrari") in await held(api_on, group_id)
+
+
+async def test_she_two_turns_after_the_person_was_named_is_that_person_as_in_one_batch(api_on: Api,
+                                                                                      group_id: str) -> None:
+    await say(api_on, group_id, "My cousin Marta lives in Porto.")
+    await say(api_on, group_id, "I had soup for lunch today.")
+    await say(api_on, group_id, "She works as a pharmacist.")
+    assert ("Marta", "works_as", "pharmacist") in await held(api_on, group_id)
 
 
 async def test_a_pronoun_with_nobody_named_before_states_nothing_about_anyone(api_on: Api, group_id: str) -> None:

@@ -1,6 +1,6 @@
-"""Which stored turn is "the previous turn" of an episode (engine/previous_turn.py): the latest one before it in
-the same group and conversation (channel), read only for an episode that says "she" or "he" and is the first of its
-conversation in the batch."""
+"""Which stored turns are "the turns before" an episode (engine/previous_turn.py): the PRONOUN_REACH latest before it
+in the same group and conversation (channel), read only for the first episode of its conversation in the batch, when
+it or a later one within reach says "she" or "he"."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemobus.engine.previous_turn import previous_turns, wants_previous
+from mnemobus.engine.previous_turn import PRONOUN_REACH, previous_turns, wants_previous
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode
 from mnemobus.store.sqlite import SqliteStore
@@ -38,8 +38,8 @@ async def stored(store: SqliteStore, *episodes: Episode) -> None:
             await tx.insert_episode(e, screened=False, embedding=None)
 
 
-async def previous_ids(store: SqliteStore, batch: list[Episode]) -> list[str | None]:
-    return [None if e is None else e.id for e in await previous_turns(store, batch)]
+async def previous_ids(store: SqliteStore, batch: list[Episode]) -> list[list[str]]:
+    return [[e.id for e in before] for before in await previous_turns(store, batch)]
 
 
 def test_only_a_turn_saying_she_or_he_wants_its_previous_turn() -> None:
@@ -47,19 +47,31 @@ def test_only_a_turn_saying_she_or_he_wants_its_previous_turn() -> None:
     assert not wants_previous(turn(1, "They moved to Cardiff.")) and not wants_previous(turn(1, "The shed is new."))
 
 
-async def test_the_previous_turn_is_the_latest_before_it_in_its_channel(store: SqliteStore) -> None:
+async def test_the_turns_before_are_the_latest_before_it_in_its_channel_oldest_first(store: SqliteStore) -> None:
     await stored(store, turn(1, "My aunt Wanda lives in Gdansk."), turn(2, "My uncle Piotr is a baker."),
                  turn(3, "Another chat names Ola.", channel="c2"))
-    assert await previous_ids(store, [turn(4, "She moved to Sopot.")]) == [f"{G}-2"]
+    assert await previous_ids(store, [turn(4, "She moved to Sopot.")]) == [[f"{G}-1", f"{G}-2"]]
+
+
+async def test_no_more_turns_than_a_pronoun_reaches_are_read(store: SqliteStore) -> None:
+    await stored(store, *(turn(n, f"Turn {n}.") for n in range(1, 8)))
+    assert await previous_ids(store, [turn(8, "She moved to Sopot.")]) == [
+        [f"{G}-{n}" for n in range(8 - PRONOUN_REACH, 8)]]
 
 
 async def test_a_later_turn_of_the_same_conversation_in_the_batch_reads_nothing(store: SqliteStore) -> None:
     await stored(store, turn(1, "My aunt Wanda lives in Gdansk."))
     batch = [turn(2, "She moved to Sopot."), turn(3, "She likes it there.")]
-    assert await previous_ids(store, batch) == [f"{G}-1", None]
+    assert await previous_ids(store, batch) == [[f"{G}-1"], []]
 
 
-async def test_another_group_or_a_turn_without_a_pronoun_gets_none(store: SqliteStore) -> None:
+async def test_a_pronoun_within_reach_of_the_batchs_start_makes_its_first_turn_look_back(store: SqliteStore) -> None:
+    await stored(store, turn(1, "My aunt Wanda lives in Gdansk."))
+    batch = [turn(2, "The weather is fine."), turn(3, "She moved to Sopot.")]
+    assert await previous_ids(store, batch) == [[f"{G}-1"], []]
+
+
+async def test_another_group_or_a_conversation_without_a_pronoun_gets_none(store: SqliteStore) -> None:
     await stored(store, turn(1, "My aunt Wanda lives in Gdansk."))
     batch = [turn(2, "The weather is fine."), turn(3, "She moved to Sopot.", group=GroupId("user_other"))]
-    assert await previous_ids(store, batch) == [None, None]
+    assert await previous_ids(store, batch) == [[], []]
