@@ -1,29 +1,35 @@
-"""The blind labelled set is evaluation data: frozen when written, never edited to suit the extractor."""
+"""The blind sets are evaluation data: frozen when written, never edited to suit the extractor or recall."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
+import pytest
 import yaml
 
-BLIND = Path(__file__).resolve().parents[2] / "bench" / "extraction_set" / "blind"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+BLIND = BENCH / "extraction_set" / "blind"
+#: each blind set's folder and the pattern of its data files
+SETS = {"extraction": (BLIND, "*.yaml"), "recall": (BENCH / "recall_set" / "blind", "*.json")}
 
 
-def _pinned() -> dict[str, str]:
+def _pinned(folder: Path) -> dict[str, str]:
     pins = {}
-    for line in (BLIND / "SHA256SUMS").read_text().splitlines():
+    for line in (folder / "SHA256SUMS").read_text().splitlines():
         digest, name = line.split(maxsplit=1)
         pins[name.strip()] = digest
     return pins
 
 
-def test_every_blind_file_matches_its_pinned_digest() -> None:
-    pins = _pinned()
-    on_disk = {p.name for p in BLIND.glob("*.yaml")}
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_every_blind_file_matches_its_pinned_digest(name: str) -> None:
+    folder, pattern = SETS[name]
+    pins = _pinned(folder)
+    on_disk = {p.name for p in folder.glob(pattern)}
     assert on_disk == set(pins), f"files added or removed: {sorted(on_disk ^ set(pins))}"
     changed = [name for name, digest in pins.items()
-               if hashlib.sha256((BLIND / name).read_bytes()).hexdigest() != digest]
+               if hashlib.sha256((folder / name).read_bytes()).hexdigest() != digest]
     assert changed == [], f"blind files edited after freezing: {changed}"
 
 
@@ -36,3 +42,12 @@ def test_every_fact_and_change_comes_in_all_three_phrasing_tiers() -> None:
     assert len(tiers) >= 100
     incomplete = {fid: t for fid, t in tiers.items() if t != {"plain", "reworded", "idiomatic"}}
     assert incomplete == {}
+
+
+def test_every_blind_recall_question_has_its_evidence_among_its_conversations_turns() -> None:
+    from bench.bench_locomo import load_conversations
+
+    folder, _ = SETS["recall"]
+    convs = load_conversations(folder / "blind_recall.json")
+    assert [c["skipped"] for c in convs] == [0, 0, 0]
+    assert sum(len(c["questions"]) for c in convs) == 350
