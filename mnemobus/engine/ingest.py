@@ -26,6 +26,7 @@ from mnemobus.engine.extract import (
 from mnemobus.engine.mention_backfill import backfill_mentions, backfill_new_name
 from mnemobus.engine.mentions import named_spans
 from mnemobus.engine.previous_turn import PreviousTurnReader, previous_turns
+from mnemobus.engine.turns_in_hand import TurnsInHand
 from mnemobus.engine.relations import Meaning, canonical_extraction, one_value, per_qualifier, symmetric
 from mnemobus.engine.text import display_name, has_injection_markers, normalise_name
 from mnemobus.shared.errors import InvalidMessage
@@ -241,6 +242,7 @@ class Ingestor:
         self.embedder = embedder
         self.disambiguator = disambiguator
         self.meaning = meaning  # the semantic fallback for relations the table does not name (relation_meaning.py)
+        self.in_hand = TurnsInHand()  # batches in flight: extracted in order, each after the turns before it
         self.observers: list[ExtractionObserver] = []
 
     async def _canonical(self, extractions: list[Extraction]) -> list[Extraction]:
@@ -266,6 +268,13 @@ class Ingestor:
         while each episode stays atomic and idempotent on its own. Any
         exception for one episode is returned in its slot.
         """
+        ticket = self.in_hand.ticket()  # before anything is awaited: the order batches came in
+        try:
+            return await self._ingest_many(episodes, ticket)
+        finally:
+            self.in_hand.done(ticket)
+
+    async def _ingest_many(self, episodes: Sequence[Episode], ticket: int) -> list[IngestOutcome | BaseException]:
         results: list[IngestOutcome | BaseException | None] = [None] * len(episodes)
         checked: list[tuple[int, Episode]] = []
         for slot, raw in enumerate(episodes):
@@ -293,7 +302,7 @@ class Ingestor:
                 results[slot] = IngestOutcome(episode.id, created=False)
                 continue
             fresh.append((slot, episode, has_injection_markers(episode.content)))
-        extractions = await self._extract([ep for _, ep, screened in fresh if not screened])
+        extractions = await self._extract([ep for _, ep, screened in fresh if not screened], ticket)
         read: list[tuple[int, Episode, bool, Extraction]] = []
         for slot, episode, screened in fresh:
             extraction = Extraction() if screened else extractions.pop(0)
@@ -316,7 +325,7 @@ class Ingestor:
             results[p.slot] = outcome
         return [r if r is not None else RuntimeError("episode was not processed") for r in results]
 
-    async def _extract(self, episodes: list[Episode]) -> list[Extraction | Exception]:
+    async def _extract(self, episodes: list[Episode], ticket: int) -> list[Extraction | Exception]:
         """Each episode's extraction or the exception it alone raised; a batch extractor gets them all at once,
         any other extractor every episode at once too (a model endpoint's concurrency cap decides how many run)."""
         if not episodes:
@@ -324,11 +333,14 @@ class Ingestor:
         started = time.perf_counter()
         out: list[Extraction | Exception] = []
         if isinstance(self.extractor, PreviousTurnReader):  # "she" after a turn that named her (previous_turn.py)
+            await self.in_hand.turn_of(ticket)  # the batch before is extracted and in hand, stored or not
             try:
-                previous = await previous_turns(self.store, episodes)
+                previous = await previous_turns(self.store, episodes, self.in_hand.of_group)
                 out = list(await self.extractor.extract_after(episodes, previous))
             except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
                 out = [exc] * len(episodes)
+            self.in_hand.keep([ep for ep, x in zip(episodes, out, strict=True) if not isinstance(x, Exception)])
+            self.in_hand.done(ticket)
         elif isinstance(self.extractor, BatchExtractor):
             try:
                 out = list(await self.extractor.extract_many(episodes))

@@ -14,7 +14,7 @@ turn at a time).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from mnemobus.engine.extract import Extraction
@@ -54,10 +54,12 @@ def before(episode: Episode, candidates: Sequence[Episode], n: int = PRONOUN_REA
     return sorted(earlier, key=lambda c: c.reference_time)[-n:]
 
 
-async def previous_turns(store: GraphStore, episodes: Sequence[Episode]) -> list[list[Episode]]:
-    """For the first episode of each conversation in the batch, the PRONOUN_REACH stored turns before it, when one of
-    the conversation's first PRONOUN_REACH turns in the batch says "she" or "he" (the later ones reach back only
-    into the batch); empty for the others."""
+async def previous_turns(store: GraphStore, episodes: Sequence[Episode],
+                         in_hand: Callable[[str], Sequence[Episode]] = lambda group_id: ()) -> list[list[Episode]]:
+    """For the first episode of each conversation in the batch, the PRONOUN_REACH turns before it (stored, or
+    `in_hand`: extracted by this process and maybe not committed yet), when one of the conversation's first
+    PRONOUN_REACH turns in the batch says "she" or "he" (the later ones reach back only into the batch); empty for
+    the others."""
     out: list[list[Episode]] = [[] for _ in episodes]
     first: dict[tuple[str, str | None], int] = {}
     wanted: set[int] = set()
@@ -72,6 +74,8 @@ async def previous_turns(store: GraphStore, episodes: Sequence[Episode]) -> list
     for i in sorted(wanted):
         episode = episodes[i]
         if episode.group_id not in newest:
-            newest[episode.group_id] = await store.episodes(episode.group_id, LOOK_BACK)
+            stored = await store.episodes(episode.group_id, LOOK_BACK)
+            known = {e.id for e in stored}
+            newest[episode.group_id] = [*stored, *(e for e in in_hand(episode.group_id) if e.id not in known)]
         out[i] = before(episode, newest[episode.group_id])
     return out
