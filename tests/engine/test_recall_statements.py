@@ -142,6 +142,21 @@ async def test_a_second_group_of_the_same_words_adds_no_full_text_ranking(two_gr
     assert sorted(both) == sorted(alone), "\n".join(both)
 
 
+async def test_a_second_group_reads_base_rows_only_for_rankings_of_its_own(two_groups: MemoryEngine,
+                                                                         statements: list[str]) -> None:
+    def reads(seen: list[str]) -> tuple[int, int]:
+        """(base-row reads after a ranking, rankings with a group token: a group's own)"""
+        return (sum("json_each" in s for s in seen), sum("bm25(" in s and "gtok :" in s for s in seen))
+
+    await _count(two_groups, statements, _query(G))
+    kept_alone, own_alone = reads(statements)
+    await _count(two_groups, statements, _query(G, OTHER))
+    kept_both, own_both = reads(statements)
+    assert kept_alone > own_alone, "a ranking by the words alone must be read, or there is nothing to share"
+    # the rows a shared ranking names are read once, with their group, and each group keeps its own
+    assert kept_both - kept_alone == own_both - own_alone, "\n".join(statements)
+
+
 async def test_groups_sharing_a_ranking_each_get_only_their_own_rows(two_groups: MemoryEngine) -> None:
     store = two_groups.store
     assert isinstance(store, SqliteStore)

@@ -112,20 +112,33 @@ class TermCounts:
         return [t for t, _ in counted], sum(n for _, n in counted)
 
 
-Ranked = dict[tuple[Any, ...], list[Any]]  # a group-free statement's rows by (sql, *params), for one read snapshot
+Ranked = dict[tuple[Any, ...], list[Any]]  # a group-free statement's rows by its text and parameters, one snapshot
 
 
-def _ranked(c: sqlite3.Connection, sql: str, params: tuple[Any, ...], shared: Ranked | None) -> list[Any]:
-    """The rows of a statement over a whole FTS table, which holds every group: within one read snapshot each
-    of a recall's groups would rank the very same rows, so the run asks once (`shared`, the run's memo; None:
-    ask). Nothing of a group rides in it: which rows are the group's is read per group after it."""
+def _ranked(c: sqlite3.Connection, sql: str, params: tuple[Any, ...] | dict[str, Any],
+            shared: Ranked | None) -> list[Any]:
+    """The rows of a statement that names no group, over tables that hold every group: within one read snapshot
+    each of a recall's groups would get the very same rows, so the run asks once (`shared`, the run's memo;
+    None: ask). Which of them are a group's own is picked per group from what was read (`_kept`)."""
     if shared is None:
         return c.execute(sql, params).fetchall()
-    key = (sql, *params)
+    key = (sql, *(params if isinstance(params, tuple) else sorted(params.items())))
     rows = shared.get(key)
     if rows is None:
         rows = shared[key] = c.execute(sql, params).fetchall()
     return rows
+
+
+def _kept(c: sqlite3.Connection, base: str, rowids: list[int], group_id: str, where: str, params: dict[str, Any],
+          shared: Ranked | None) -> list[tuple[int, str]]:
+    """Of the ranked rows, the group's own that pass `where`, as (rowid, id). The rows are read with their group
+    and the group is applied here: the read is then the same for every group of a snapshot that ranked the same
+    rows (`_ranked`), and a row of another group is read once either way (the filter was on the read row)."""
+    # the rowids as one JSON parameter: a widened cut can pass SQLite's variable limit
+    rows = _ranked(c, f"SELECT x.rowid, x.id, x.group_id FROM {base} x"
+                   f" WHERE x.rowid IN (SELECT value FROM json_each(:rowids)) {where}",
+                   {"rowids": json.dumps(rowids), **params}, shared)
+    return [(rowid, ident) for rowid, ident, group in rows if group == group_id]
 
 
 def _group_has_rows(c: sqlite3.Connection, base: str, group_id: str) -> bool:
@@ -207,11 +220,7 @@ def _ranked_then_read(c: sqlite3.Connection, table: str, group_id: str, terms: S
         if not ranked:
             return []
         score = dict(ranked)
-        kept = c.execute(  # the rowids as one JSON parameter: a widened cut can pass SQLite's variable limit
-            f"SELECT x.rowid, x.id FROM {base} x WHERE x.rowid IN (SELECT value FROM json_each(:rowids))"
-            f" AND +x.group_id = :g {where}",
-            {"rowids": json.dumps([rowid for rowid, _ in ranked]), "g": group_id, **params},
-        ).fetchall()
+        kept = _kept(c, base, [rowid for rowid, _ in ranked], group_id, where, params, shared)
         hits = sorted(((score[rowid], ident) for rowid, ident in kept))
         if len(hits) >= limit or len(ranked) < cut:
             return [Hit(ident, -float(r)) for r, ident in hits[:limit]]
@@ -257,11 +266,8 @@ def _rare_first(c: sqlite3.Connection, table: str, group_id: str, terms: Sequenc
     for start in range(0, len(ranked), 4 * limit):
         chunk = ranked[start : start + 4 * limit]
         by_rowid = {rowid: r for r, rowid in chunk}
-        hits += [(by_rowid[rowid], ident) for rowid, ident in c.execute(
-            f"SELECT x.rowid, x.id FROM {base} x WHERE x.rowid IN (SELECT value FROM json_each(:rowids))"
-            f" AND +x.group_id = :g {where}",
-            {"rowids": json.dumps(list(by_rowid)), "g": group_id, **params},
-        ).fetchall()]
+        hits += [(by_rowid[rowid], ident) for rowid, ident in _kept(c, base, list(by_rowid), group_id, where, params,
+                                                                      shared)]
         if len(hits) >= limit:
             break
     return [Hit(ident, -float(r)) for r, ident in sorted(hits)[:limit]] if hits else None
