@@ -20,6 +20,9 @@ py-spy`, a profiling tool only, not a dependency of mnemobus).
   the enriched envelope, the episode envelopes. Figures go to bench/results/profile_breakdown.json.
 - `statements`: the SQL statements a recall sends on that store and its three groups (FTS5's own apart).
   Figures go to bench/results/profile_statements.json.
+- `bounds`: the most a per-process cache of each of recall's costlier reads could save, on that store: the read
+  memoised, on and off in alternating blocks of N recalls in one process (`--blocks`), CPU a recall each way.
+  Figures go to bench/results/profile_bounds.json.
 cProfile is not used: it sees only the thread it started on, and recall's reads run on a worker thread.
 Profiling adds its own cost: compare CPU figures only between runs without a profiler.
 """
@@ -207,12 +210,9 @@ async def breakdown(n: int) -> dict[str, float]:
 async def statements(n: int) -> dict[str, float]:
     """SQL statements a recall sends, on the plugin bench's store and groups (the reader connections traced;
     what FTS5 runs inside a MATCH, traced with a leading "--", counted apart)."""
-    from bench_pipeline import PEOPLE
-
     from mnemobus.shared.config import load_settings
     from mnemobus.kernel.backends import open_engine
     from mnemobus.shared.identity import IdentityRegistry
-    from mnemobus.store.model import RecallQuery
     from mnemobus.store.sqlite import SqliteStore
 
     if not (CACHE / "plugin.sqlite3.filled").exists():
@@ -230,9 +230,7 @@ async def statements(n: int) -> dict[str, float]:
         settings = load_settings(_settings_file(Path(tmp), "nats://127.0.0.1:1"))
         groups = who_groups(IdentityRegistry(settings.identity.users_file))
         engine = await open_engine(settings)
-        cfg = settings.memory
-        queries = [RecallQuery(f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?", groups,
-                               max_facts=cfg.max_facts, max_episodes=cfg.max_episodes) for i in range(n)]
+        queries = _queries(settings, groups, n)
         for q in queries:
             await engine.recall(q)
         seen.clear()
@@ -246,6 +244,85 @@ async def statements(n: int) -> dict[str, float]:
 
 def who_groups(identity) -> tuple:  # type: ignore[no-untyped-def]
     return identity.resolve("discord", "111", "bench", None).read_groups
+
+
+def _queries(settings, groups: tuple, n: int) -> list:  # type: ignore[no-untyped-def]
+    """The plugin bench's question, about each of its people in turn, over the bench user's groups."""
+    from bench_pipeline import PEOPLE
+
+    from mnemobus.store.model import RecallQuery
+
+    cfg = settings.memory
+    return [RecallQuery(f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?", groups,
+                        max_facts=cfg.max_facts, max_episodes=cfg.max_episodes) for i in range(n)]
+
+
+# -- what a cache of each read could at most save ------------------------------------------------------------
+
+BOUND_READS = ("get_episodes", "episode_context", "get_facts", "walk", "search_entities_text", "search_facts_vector")
+
+
+def _memo_key(args: tuple, kwargs: dict) -> tuple:  # type: ignore[type-arg]
+    import numpy as np
+
+    def one(x):  # type: ignore[no-untyped-def]
+        return x.tobytes() if isinstance(x, np.ndarray) else tuple(x) if isinstance(x, list) else x
+    return tuple(map(one, args)), tuple((k, one(v)) for k, v in sorted(kwargs.items()))
+
+
+async def bounds(n: int, blocks: int) -> dict[str, float]:
+    """The most a per-process cache of each read could save a recall, on the plugin bench's store and groups.
+
+    The read is memoised by its arguments and switched on and off in alternating blocks of the same N queries in
+    one process, so every read after the first is a hit and both sides see the same machine; CPU a recall each
+    way (time.process_time). An upper bound: a real cache also checks its rows are current, and production
+    rarely repeats a query. Alternating in one process because whole runs swing by more than these figures.
+    """
+    import statistics
+
+    from mnemobus.kernel.backends import open_engine
+    from mnemobus.shared.config import load_settings
+    from mnemobus.shared.identity import IdentityRegistry
+
+    if not (CACHE / "plugin.sqlite3.filled").exists():
+        raise SystemExit("run `bench/profile_request.py plugin` once first: it fills the store this reads")
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="mnemobus-profile-") as tmp:
+        settings = load_settings(_settings_file(Path(tmp), "nats://127.0.0.1:1"))
+        engine = await open_engine(settings)
+        store = engine.store
+        queries = _queries(settings, who_groups(IdentityRegistry(settings.identity.users_file)), n)
+        for q in queries:
+            await engine.recall(q)
+        store.vectors.wait_for_indexes()  # the index builds run on threads of this process: not a recall's CPU
+        plain_cpu: list[float] = []
+        for name in BOUND_READS:
+            plain, memo = getattr(store, name), {}
+
+            async def memoised(*a, _plain=plain, _memo=memo, **k):  # type: ignore[no-untyped-def]
+                key = _memo_key(a, k)
+                if key not in _memo:
+                    _memo[key] = await _plain(*a, **k)
+                return _memo[key]
+
+            cpu: dict[bool, list[float]] = {True: [], False: []}
+            for b in range(blocks):
+                for on in ((True, False) if b % 2 == 0 else (False, True)):
+                    setattr(store, name, memoised if on else plain)
+                    t = time.process_time()
+                    for q in queries:
+                        await engine.recall(q)
+                    cpu[on].append(1e6 * (time.process_time() - t) / n)
+            setattr(store, name, plain)
+            saved = [off - on for on, off in zip(cpu[True], cpu[False], strict=True)]
+            out[f"us_saved_at_most_{name}"] = round(statistics.mean(saved))
+            out[f"blocks_lower_{name}"] = sum(x > 0 for x in saved)
+            plain_cpu += cpu[False]
+        await engine.close()
+    out["us_recall_cpu_mean"] = round(statistics.mean(plain_cpu))
+    out["blocks_each_way"] = blocks
+    out["recalls_a_block"] = n
+    return out
 
 
 # -- an enriched request through the plugin ------------------------------------------------------------------
@@ -340,8 +417,9 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements"])
+    ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements", "bounds"])
     ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--blocks", type=int, default=8, help="bounds: blocks each way, alternated")
     ap.add_argument("--pyspy", action="store_true", help="plugin: sample the plugin process with py-spy; recall: "
                     "run under py-spy (figures are then not written)")
     ap.add_argument("--pyspy-format", choices=["flamegraph", "raw"], default="flamegraph",
@@ -353,13 +431,17 @@ def main() -> None:
         figures = asyncio.run(breakdown(args.n))
     elif args.what == "statements":
         figures = asyncio.run(statements(args.n))
+    elif args.what == "bounds":
+        figures = asyncio.run(bounds(args.n, args.blocks))
     else:
         figures = asyncio.run(profile_plugin(args.n, args.pyspy, args.pyspy_format))
     figures["load_avg_1m"] = round(os.getloadavg()[0], 2)
     print_table(f"profile {args.what}", figures)
     if not args.pyspy:
         write_results(f"profile_{args.what}", figures, baseline="relay-only requests through the same plugin "
-                      "process, alternated blocks" if args.what == "plugin" else "none (CPU per recall)")
+                      "process, alternated blocks" if args.what == "plugin" else "the same recalls with the read "
+                      "not memoised, alternated blocks in one process" if args.what == "bounds"
+                      else "none (CPU per recall)")
 
 
 if __name__ == "__main__":

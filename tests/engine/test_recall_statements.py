@@ -107,3 +107,68 @@ async def test_the_turns_around_every_recalled_message_are_read_in_one_statement
     assert turns[0].count("UNION ALL") >= 2 * 3 - 1, "at least three anchors, two sides each, in that statement"
     recalled = {ep.episode.source_message_id for ep in result.episodes}
     assert len(recalled) > 3, "the turns around the anchors came back with them"
+
+
+# -- a ranking of the words alone, shared by a recall's groups ------------------------------------------------
+
+OTHER = GroupId("agent_counted__user_counted")  # a user's group and an agent's: a recall reads both
+
+
+def _ranked(statements: list[str]) -> list[str]:
+    """The full-text rankings by the words alone a recall ran (bm25() over a table, no group token in the
+    match: a group applied inside FTS5 makes a ranking that group's own)."""
+    return [s for s in statements if "bm25(" in s and "gtok :" not in s]
+
+
+@pytest.fixture
+async def two_groups(filled: MemoryEngine) -> MemoryEngine:
+    """The same words said in a second group (a user's group and an agent's), in turns of its own."""
+    other = [Episode(id=episode_id_for(OTHER, f"o{i}", "user"), group_id=OTHER, role="user", source_message_id=f"o{i}",
+                     content=SAID[i % len(SAID)] + f" (other turn {i})", reference_time=T0 + timedelta(minutes=i),
+                     channel_id="c2") for i in range(40)]
+    for outcome in await filled.ingest_many(other):
+        assert not isinstance(outcome, BaseException), outcome
+    return filled
+
+
+async def test_a_second_group_of_the_same_words_adds_no_full_text_ranking(two_groups: MemoryEngine,
+                                                                        statements: list[str]) -> None:
+    await _count(two_groups, statements, _query(G))
+    alone = _ranked(statements)
+    assert alone, "the query's words must be ranked by themselves, or there is nothing to share"
+    await _count(two_groups, statements, _query(G, OTHER))
+    both = _ranked(statements)
+    # the tables hold every group, and ranking by the words names none: one snapshot, one ranking for both
+    assert sorted(both) == sorted(alone), "\n".join(both)
+
+
+async def test_a_second_group_reads_base_rows_only_for_rankings_of_its_own(two_groups: MemoryEngine,
+                                                                         statements: list[str]) -> None:
+    def reads(seen: list[str]) -> tuple[int, int]:
+        """(base-row reads after a ranking, rankings with a group token: a group's own)"""
+        return (sum("json_each" in s for s in seen), sum("bm25(" in s and "gtok :" in s for s in seen))
+
+    await _count(two_groups, statements, _query(G))
+    kept_alone, own_alone = reads(statements)
+    await _count(two_groups, statements, _query(G, OTHER))
+    kept_both, own_both = reads(statements)
+    assert kept_alone > own_alone, "a ranking by the words alone must be read, or there is nothing to share"
+    # the rows a shared ranking names are read once, with their group, and each group keeps its own
+    assert kept_both - kept_alone == own_both - own_alone, "\n".join(statements)
+
+
+async def test_groups_sharing_a_ranking_each_get_only_their_own_rows(two_groups: MemoryEngine) -> None:
+    store = two_groups.store
+    assert isinstance(store, SqliteStore)
+    terms = ["bakery"]  # in few rows: ranked by the word alone over both groups' rows (not by the group's token)
+
+    async def searched(view: SqliteStore, _: None) -> list[list[str]]:
+        return [[h.id for h in await view.search_episodes_text(g, terms, 10)] for g in (G, OTHER)]
+
+    shared = await store.run_reads(searched, lambda: None)  # one snapshot: the groups share the ranking
+    each = [[h.id for h in await store.search_episodes_text(g, terms, 10)] for g in (G, OTHER)]  # each its own
+    assert shared == each
+    mine = {ep.id for ep in await store.episodes(G, 100)}
+    theirs = {ep.id for ep in await store.episodes(OTHER, 100)}
+    assert shared[0] and set(shared[0]) <= mine and not set(shared[0]) & theirs
+    assert shared[1] and set(shared[1]) <= theirs and not set(shared[1]) & mine

@@ -112,20 +112,50 @@ class TermCounts:
         return [t for t, _ in counted], sum(n for _, n in counted)
 
 
+Ranked = dict[tuple[Any, ...], list[Any]]  # a group-free statement's rows by its text and parameters, one snapshot
+
+
+def _ranked(c: sqlite3.Connection, sql: str, params: tuple[Any, ...] | dict[str, Any],
+            shared: Ranked | None) -> list[Any]:
+    """The rows of a statement that names no group, over tables that hold every group: within one read snapshot
+    each of a recall's groups would get the very same rows, so the run asks once (`shared`, the run's memo;
+    None: ask). Which of them are a group's own is picked per group from what was read (`_kept`)."""
+    if shared is None:
+        return c.execute(sql, params).fetchall()
+    key = (sql, *(params if isinstance(params, tuple) else sorted(params.items())))
+    rows = shared.get(key)
+    if rows is None:
+        rows = shared[key] = c.execute(sql, params).fetchall()
+    return rows
+
+
+def _kept(c: sqlite3.Connection, base: str, rowids: list[int], group_id: str, where: str, params: dict[str, Any],
+          shared: Ranked | None) -> list[tuple[int, str]]:
+    """Of the ranked rows, the group's own that pass `where`, as (rowid, id). The rows are read with their group
+    and the group is applied here: the read is then the same for every group of a snapshot that ranked the same
+    rows (`_ranked`), and a row of another group is read once either way (the filter was on the read row)."""
+    # the rowids as one JSON parameter: a widened cut can pass SQLite's variable limit
+    rows = _ranked(c, f"SELECT x.rowid, x.id, x.group_id FROM {base} x"
+                   f" WHERE x.rowid IN (SELECT value FROM json_each(:rowids)) {where}",
+                   {"rowids": json.dumps(rowids), **params}, shared)
+    return [(rowid, ident) for rowid, ident, group in rows if group == group_id]
+
+
 def _group_has_rows(c: sqlite3.Connection, base: str, group_id: str) -> bool:
     return c.execute(f"SELECT 1 FROM {base} WHERE group_id = ? LIMIT 1", (group_id,)).fetchone() is not None
 
 
 def fts_search(c: sqlite3.Connection, table: str, group_id: str, terms: Sequence[str], limit: int,
                where: str = "", params: dict[str, Any] | None = None, *, counts: TermCounts | None = None,
-               has_rows: bool | None = None) -> list[Hit]:
+               has_rows: bool | None = None, shared: Ranked | None = None) -> list[Hit]:
     """BM25 over one FTS5 table, restricted to the group; `where` filters the base row `x` further.
 
     Without `counts` every word is searched in one query whose join reads
     every matching row, and a bounded count of the rows they match decides
     how the group is applied: the plain FTS5 baseline the benchmarks compare
     against. With it, see `_ranked_then_read`. `has_rows`: whether the group has a row in the table, when the
-    caller's snapshot already read it (`group_state.py`).
+    caller's snapshot already read it (`group_state.py`). `shared`: the read snapshot's memo of group-free
+    rankings (`_ranked`), so the groups of one recall rank the same words once.
     """
     base = table.removesuffix("_fts")
     if limit <= 0 or terms_match(terms) is None:
@@ -133,7 +163,7 @@ def fts_search(c: sqlite3.Connection, table: str, group_id: str, terms: Sequence
     if counts is not None:
         if not (has_rows if has_rows is not None else _group_has_rows(c, base, group_id)):
             return []
-        return _ranked_then_read(c, table, group_id, terms, limit, where, params or {}, counts)
+        return _ranked_then_read(c, table, group_id, terms, limit, where, params or {}, counts, shared)
     matching = c.execute(
         f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
         (terms_match(terms), FTS_TERMS_ONLY_MAX_ROWS + 1),
@@ -157,7 +187,8 @@ _US_PER_ROW_READ = 5.0  # reading one base row (group, validity) by rowid
 
 
 def _ranked_then_read(c: sqlite3.Connection, table: str, group_id: str, terms: Sequence[str], limit: int,
-                      where: str, params: dict[str, Any], counts: TermCounts) -> list[Hit]:
+                      where: str, params: dict[str, Any], counts: TermCounts, shared: Ranked | None = None,
+                      ) -> list[Hit]:
     """Rank inside FTS5 first, then read only the best rows: a join reads every matching row before it can sort.
 
     The words that carry weight are ranked by bm25() alone; only the best few
@@ -172,7 +203,7 @@ def _ranked_then_read(c: sqlite3.Connection, table: str, group_id: str, terms: S
     words = terms_match(terms)
     if matching == 0 or words is None:
         return []
-    if (found := _rare_first(c, table, group_id, terms, limit, where, params, counts)) is not None:
+    if (found := _rare_first(c, table, group_id, terms, limit, where, params, counts, shared)) is not None:
         return found
     group_rows = counts.group_rows(c, table, group_id)
     share = max(group_rows / max(counts.table_rows(c, table), 1), 1e-6)  # of the matches, the group's likely part
@@ -183,19 +214,13 @@ def _ranked_then_read(c: sqlite3.Connection, table: str, group_id: str, terms: S
     by_token = cost_token < cost_terms * GROUP_TOKEN_BIAS
     expr = f"gtok : {group_token(group_id)} AND {words}" if by_token else words
     cut = wanted if by_token else read_if_terms
+    ranking = f"SELECT rowid, bm25({table}, 0.0, 1.0) FROM {table} WHERE {table} MATCH ? ORDER BY 2 LIMIT ?"
     while True:
-        ranked = c.execute(
-            f"SELECT rowid, bm25({table}, 0.0, 1.0) FROM {table} WHERE {table} MATCH ? ORDER BY 2 LIMIT ?",
-            (expr, cut),
-        ).fetchall()
+        ranked = _ranked(c, ranking, (expr, cut), shared)  # by the words alone it is every group's: shared
         if not ranked:
             return []
         score = dict(ranked)
-        kept = c.execute(  # the rowids as one JSON parameter: a widened cut can pass SQLite's variable limit
-            f"SELECT x.rowid, x.id FROM {base} x WHERE x.rowid IN (SELECT value FROM json_each(:rowids))"
-            f" AND +x.group_id = :g {where}",
-            {"rowids": json.dumps([rowid for rowid, _ in ranked]), "g": group_id, **params},
-        ).fetchall()
+        kept = _kept(c, base, [rowid for rowid, _ in ranked], group_id, where, params, shared)
         hits = sorted(((score[rowid], ident) for rowid, ident in kept))
         if len(hits) >= limit or len(ranked) < cut:
             return [Hit(ident, -float(r)) for r, ident in hits[:limit]]
@@ -212,7 +237,8 @@ def _idf(rows: int, hits: int) -> float:
 
 
 def _rare_first(c: sqlite3.Connection, table: str, group_id: str, terms: Sequence[str], limit: int,
-                where: str, params: dict[str, Any], counts: TermCounts) -> list[Hit] | None:
+                where: str, params: dict[str, Any], counts: TermCounts, shared: Ranked | None = None,
+                ) -> list[Hit] | None:
     """The rows holding the query's rare words, exactly scored, without ranking every row a common word matches.
 
     For when the query has rare words and common ones of less than half their IDF ("vopefosi studies":
@@ -233,18 +259,15 @@ def _rare_first(c: sqlite3.Connection, table: str, group_id: str, terms: Sequenc
         return None
     rare_expr, common_expr = terms_match(rare), terms_match(common)
     sql = f"SELECT rowid, bm25({table}, 0.0, 1.0) FROM {table} WHERE {table} MATCH ?"
-    score = dict(c.execute(sql, (rare_expr,)).fetchall())
-    score.update(c.execute(sql, (f"{rare_expr} AND {common_expr}",)).fetchall())
+    score = dict(_ranked(c, sql, (rare_expr,), shared))  # neither names the group: shared within the snapshot
+    score.update(_ranked(c, sql, (f"{rare_expr} AND {common_expr}",), shared))
     ranked = sorted((r, rowid) for rowid, r in score.items())
     hits: list[tuple[float, str]] = []
     for start in range(0, len(ranked), 4 * limit):
         chunk = ranked[start : start + 4 * limit]
         by_rowid = {rowid: r for r, rowid in chunk}
-        hits += [(by_rowid[rowid], ident) for rowid, ident in c.execute(
-            f"SELECT x.rowid, x.id FROM {base} x WHERE x.rowid IN (SELECT value FROM json_each(:rowids))"
-            f" AND +x.group_id = :g {where}",
-            {"rowids": json.dumps(list(by_rowid)), "g": group_id, **params},
-        ).fetchall()]
+        hits += [(by_rowid[rowid], ident) for rowid, ident in _kept(c, base, list(by_rowid), group_id, where, params,
+                                                                      shared)]
         if len(hits) >= limit:
             break
     return [Hit(ident, -float(r)) for r, ident in sorted(hits)[:limit]] if hits else None

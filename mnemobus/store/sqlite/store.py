@@ -204,10 +204,11 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
                 # checked once per run (`_graph`) rather than before each read (four times a group per recall)
                 conn.execute("BEGIN")
                 self._local.conn, self._local.graphs, self._local.states = conn, {}, {}
+                self._local.ranked = {}  # group-free full-text rankings, shared by the run's groups (fts._ranked)
                 try:
                     return _complete(work(self, prepared))
                 finally:
-                    self._local.conn = self._local.graphs = self._local.states = None
+                    self._local.conn = self._local.graphs = self._local.states = self._local.ranked = None
                     if conn.in_transaction:
                         conn.execute("COMMIT")
 
@@ -657,7 +658,8 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         def q(c: sqlite3.Connection) -> list[Hit]:
             state = self._state(c, group_id)
             return fts_search(c, table, group_id, terms, limit, where, params, counts=self.term_counts,
-                              has_rows=None if state is None else state.has_rows(table.removesuffix("_fts")))
+                              has_rows=None if state is None else state.has_rows(table.removesuffix("_fts")),
+                              shared=getattr(self._local, "ranked", None))
 
         return await self._read(q)
 
