@@ -2,7 +2,8 @@
 
 Run: `make bench-engine` (or `.venv/bin/python bench/bench_engine.py`); QUICK=1 for a small run.
 
-- Ingestion goes through MemoryEngine with the offline extractor, one
+- Ingestion goes through MemoryEngine with the offline extractor as configured
+  (`extraction.parse_child`: a batch's parse shared with a child process), one
   transaction per episode: once through `ingest` one episode at a time, once
   through `ingest_many` in batches of 32 (what the worker does per fetched
   batch); with the default `static` embedder and with the transformer itself.
@@ -46,6 +47,9 @@ from bench_extraction import meaning  # noqa: E402
 from mnemobus.engine import MemoryEngine  # noqa: E402
 from mnemobus.engine.embed import CachedEmbedder, HashEmbedder, LocalOnnxEmbedder
 from mnemobus.engine.embedders import make_embedder  # noqa: E402
+from mnemobus.engine.parse_process import ProcessSplitExtractor  # noqa: E402
+from mnemobus.kernel.backends import offline_parser  # noqa: E402
+from mnemobus.shared.config import ExtractionSettings  # noqa: E402
 from mnemobus.shared.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome, RecallQuery, episode_id_for  # noqa: E402
 from mnemobus.engine.text import query_terms  # noqa: E402
@@ -118,7 +122,8 @@ async def bench_ingest(figures: dict[str, float], root: Path) -> None:
             await store.open()
             emb = make_embedder(provider, "all-MiniLM-L6-v2-int8")
             emb.embed(["warm up"])
-            engine = MemoryEngine(store, embedder=emb, meaning=meaning())  # relation mapping as configured
+            parser = offline_parser(ExtractionSettings())  # as configured: a batch's parse on two cores
+            engine = MemoryEngine(store, parser, embedder=emb, meaning=meaning())  # relation mapping as configured
             episodes = _ingest_episodes(n, mode)
             facts = 0
             t = time.perf_counter()
@@ -133,6 +138,8 @@ async def bench_ingest(figures: dict[str, float], root: Path) -> None:
             elapsed = time.perf_counter() - t
             figures[f"ingest_{mode}_{provider}_episodes_per_s"] = round(n / elapsed, 1)
             figures[f"ingest_{mode}_{provider}_facts_added"] = facts
+            if isinstance(parser, ProcessSplitExtractor):  # batches whose parse a child process shared
+                figures[f"ingest_{mode}_{provider}_parse_child_batches"] = parser.split_batches
             if isinstance(emb, CachedEmbedder):
                 figures[f"ingest_{mode}_{provider}_embed_cache_hit_rate"] = round(emb.hits / max(1, emb.hits + emb.misses), 3)
             await engine.close()
