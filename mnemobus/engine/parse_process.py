@@ -94,6 +94,22 @@ class ProcessSplitExtractor:
     def warm(self) -> None:
         self.local.warm()
 
+    async def start(self) -> None:
+        """The child started and its parser loaded now (~1-2 s CPU), not in the first large batch's time (a bench's
+        timed run, a worker's first full batch)."""
+        async with self._lock:
+            try:
+                with anyio.fail_after(self.timeout_s):
+                    await self._start()
+                    assert self._process is not None and self._process.stdin is not None
+                    await self._process.stdin.send(frame(("warm",)))
+                    answer = await self._receive()
+            except BaseException:
+                await self._kill()
+                raise
+            if answer != ("warm",):
+                raise await self._failed(f"answered out of step: {str(answer)[:200]}")
+
     async def extract(self, episode: Episode) -> Extraction:
         return await self.local.extract(episode)
 

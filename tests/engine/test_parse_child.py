@@ -154,3 +154,20 @@ async def test_closing_lets_the_batch_in_flight_finish_then_ends_the_child() -> 
         await split.aclose()  # waits for the batch
     assert got == chunks and split.pid is None
     assert process is not None and process.returncode == 0  # it ended at the end of its input, not killed
+
+
+async def test_starting_the_child_loads_its_parser_before_the_first_batch() -> None:
+    split = ProcessSplitExtractor(timeout_s=60)
+    await split.start()
+    pid = split.pid
+    assert pid is not None and split.started == 1
+    got: list[list[int]] = []
+
+    async def ready(positions: list[int], extractions: list[Extraction | Exception]) -> None:
+        got.append(positions)
+
+    batch = conversations(groups=8, turns=4)
+    chunks = split.chunks(batch)
+    await split.extract_chunks(batch, [None] * len(batch), chunks, ready)
+    assert got == chunks and split.pid == pid and split.started == 1  # the same child answered
+    await split.aclose()
