@@ -1,17 +1,20 @@
-"""The offline extractor on two cores: a batch's groups split in two shares, one parsed in a child process
-(`parse_child`) while this process parses the other.
+"""The offline extractor on two cores: a batch cut into chunks of whole groups, the first parsed here, the others
+in a child process (`parse_child`) one after another while this process stores the chunk before.
 
-Why: the parse is the largest single cost of offline ingestion, and one core runs it at ~700 lines/s, so a batch
-door bound to one core cannot reach 500 episodes/s once embedding, resolution and the store's writes are paid on
-the same core (issue 36). A share holds whole groups: the extractor carries the person last named from turn to
-turn within a group (and reads a group's previous turn), never across groups, so each share is read exactly as
-the whole batch would be, and the extractions are the ones one process would make.
+Why: the parse (~1.3 ms CPU an episode) and the rest of ingestion (embedding, resolution, the store's writes: ~1.4
+ms) ran one after the other on one core, so the batch door could not reach 500 episodes/s (issue 36). A chunk holds
+whole groups: the extractor carries the person last named from turn to turn within a group (and reads a group's
+previous turn), never across groups, so each chunk is read, resolved and linked exactly as in the whole batch.
+The parse costs ~5 ms a call besides its lines, so the chunks are few (3); this process stores every chunk, so it
+parses the smaller share (~20% of the text).
 
-Bounded and failing loudly: one child, one job at a time (a lock), every job under a time bound; a child that
-dies, answers out of step or runs out of time is killed, counted (`failures`), logged, and its batch fails whole
-(every slot holds `ParseChildFailed`: nothing of it is stored, the worker redelivers it); the next batch starts
-a new child. Small batches (one message, a test's few turns) and one-group batches stay in this process: the
-child starts only for the batch door's full batches. `aclose` waits for the job in flight, then ends the child.
+Bounded and failing loudly: one child, one batch's chunks at a time (a lock held only while the child works, so a
+second batch in flight parses and stores its own first chunk meanwhile), every chunk under a time bound; a child
+that dies, answers out of step or runs out of time is killed, counted (`failures`) and logged, and the chunks it
+had not answered fail (`ParseChildFailed` in their slots: nothing of them is stored, the worker redelivers them),
+while a chunk already stored was stored whole; the next batch starts a new child. Small batches (one message, a
+test's few turns) and one-group batches stay in this process: the child starts with the first full batch of
+several groups (or `start`). `aclose` waits for the chunks in flight, then ends the child at the end of its input.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class ProcessSplitExtractor:
         self._process: Process | None = None
         self._answers: BufferedByteReceiveStream | None = None
         self._lock = anyio.Lock()
+        self._closed = False
         self.started = 0  # children started so far
         self.failures = 0  # jobs lost to a child that died, answered out of step or ran out of time
         self.split_batches = 0  # batches parsed on two cores
@@ -142,11 +146,13 @@ class ProcessSplitExtractor:
         async def from_child() -> None:
             async with send:
                 try:
-                    await self._jobs(episodes, previous, rest, send)
+                    async with self._lock:  # one batch at a time on the child; a second batch in flight (the
+                        # worker's batches_in_flight) parses and stores its first chunk meanwhile
+                        await self._jobs(episodes, previous, rest, send)
                 except ParseChildFailed as exc:
                     failed.append(exc)
 
-        async with self._lock, anyio.create_task_group() as tg:  # one batch at a time on the child
+        async with anyio.create_task_group() as tg:
             tg.start_soon(from_child)
             try:
                 here = await self.local.extract_after([episodes[i] for i in first], [previous[i] for i in first])
@@ -200,6 +206,7 @@ class ProcessSplitExtractor:
     async def aclose(self) -> None:
         """Shutdown drains: the job in flight finishes, then the child ends at the end of its input."""
         async with self._lock:
+            self._closed = True
             process, self._process, self._answers = self._process, None, None
             if process is None or process.returncode is not None:
                 return
@@ -215,6 +222,8 @@ class ProcessSplitExtractor:
     async def _start(self) -> None:
         if self.pid is not None:
             return
+        if self._closed:  # a batch that was waiting for the child when the engine closed: no new child after close
+            raise ParseChildFailed("the parse child was closed; the chunks it had not answered are not extracted")
         self._process = await anyio.open_process([sys.executable, "-m", "mnemobus.engine.parse_child"], stderr=None)
         assert self._process.stdout is not None
         self._answers = BufferedByteReceiveStream(self._process.stdout)

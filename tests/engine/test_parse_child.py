@@ -171,3 +171,41 @@ async def test_starting_the_child_loads_its_parser_before_the_first_batch() -> N
     await split.extract_chunks(batch, [None] * len(batch), chunks, ready)
     assert got == chunks and split.pid == pid and split.started == 1  # the same child answered
     await split.aclose()
+
+
+async def test_two_batches_in_flight_share_the_child_and_store_the_graph_one_process_stores(tmp_path: Path) -> None:
+    first, second = conversations(groups=8, turns=4), [  # the worker's batches_in_flight: other groups each
+        make_episode(f"user_b{g}", TALK[(t + g) % len(TALK)], days=t, msg=f"b{g}t{t}") for t in range(4) for g in range(8)]
+    split = ProcessSplitExtractor()
+    store = SqliteStore(tmp_path / "split.sqlite3")
+    await store.open()
+    engine = MemoryEngine(store, split, embedder=HashEmbedder())
+    outcomes: list[IngestOutcome | BaseException] = []
+
+    async def one(batch: list[Episode]) -> None:
+        outcomes.extend(await engine.ingest_many(batch))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, first)
+            tg.start_soon(one, second)
+    finally:
+        await engine.close()
+    await ingest(tmp_path / "one.sqlite3", ParsedExtractor(), [first, second])
+    assert all(isinstance(o, IngestOutcome) and o.created for o in outcomes) and split.split_batches == 2
+    assert graph(tmp_path / "split.sqlite3") == graph(tmp_path / "one.sqlite3")
+
+
+async def test_a_batch_after_close_starts_no_new_child_and_fails_the_chunks_it_would_have_parsed() -> None:
+    split = ProcessSplitExtractor()
+    await split.aclose()
+    got: list[list[int]] = []
+
+    async def ready(positions: list[int], extractions: list[Extraction | Exception]) -> None:
+        got.append(positions)
+
+    batch = conversations(groups=8, turns=4)
+    chunks = split.chunks(batch)
+    with pytest.raises(ParseChildFailed, match="closed"):
+        await split.extract_chunks(batch, [None] * len(batch), chunks, ready)
+    assert got == [chunks[0]] and split.started == 0
