@@ -358,7 +358,7 @@ class Ingestor:
                         else [None] * len(episodes))
             await extractor.extract_chunks(episodes, previous, chunks, ready)
         except Exception as exc:  # noqa: BLE001 - every episode not stored yet reports it; the worker redelivers them
-            for slot, ep in said:
+            for slot, _, _ in fresh:
                 if results[slot] is None:
                     results[slot] = exc
         for observe in self.observers:
