@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import anyio
 from anyio.abc import Process
@@ -89,6 +89,7 @@ class ProcessSplitExtractor:
         self._closed = False
         self.started = 0  # children started so far
         self.failures = 0  # jobs lost to a child that died, answered out of step or ran out of time
+        self.on_failure: list[Callable[[], None]] = []  # told at each of them (the process's metrics: open_runtime)
         self.split_batches = 0  # batches parsed on two cores
 
     @property
@@ -199,6 +200,8 @@ class ProcessSplitExtractor:
         code = self._process.returncode if self._process is not None else None
         await self._kill()
         self.failures += 1
+        for told in self.on_failure:
+            told()
         message = f"the parse child (pid {pid}, exit code {code}) {what}; the chunks it had not answered are not extracted"
         log.error(message)
         return ParseChildFailed(message)

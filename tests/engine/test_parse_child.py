@@ -98,6 +98,8 @@ async def test_a_small_or_one_group_batch_never_starts_the_child(tmp_path: Path)
 async def test_a_child_that_dies_mid_batch_fails_its_chunks_loudly_and_the_next_batch_starts_a_new_one(
         tmp_path: Path) -> None:
     split = ProcessSplitExtractor()
+    told: list[int] = []
+    split.on_failure.append(lambda: told.append(1))  # the process's metric (open_runtime)
     store = SqliteStore(tmp_path / "m.sqlite3")
     await store.open()
     engine = MemoryEngine(store, split, embedder=HashEmbedder())
@@ -114,7 +116,7 @@ async def test_a_child_that_dies_mid_batch_fails_its_chunks_loudly_and_the_next_
         lost = [o for o in outcomes if isinstance(o, ParseChildFailed)]
         stored = [o for o in outcomes if isinstance(o, IngestOutcome)]
         assert lost and stored and len(lost) + len(stored) == len(batch)  # the chunk parsed here was stored whole
-        assert "parse child" in str(lost[0]) and "died" in str(lost[0]) and split.failures == 1
+        assert "parse child" in str(lost[0]) and "died" in str(lost[0]) and split.failures == 1 and told == [1]
         assert await store.count_episodes() == len(stored)  # nothing of a lost chunk was written
         again = await engine.ingest_many(batch)  # the redelivery: a new child, the lost ones stored
         assert split.started == 2 and all(isinstance(o, IngestOutcome) for o in again)
