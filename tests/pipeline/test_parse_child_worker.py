@@ -20,8 +20,9 @@ T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 async def test_a_full_batch_published_on_the_bus_is_stored_with_the_parse_child_sharing_its_parse(settings):
+    settings = settings.model_copy(update={"extraction": settings.extraction.model_copy(update={"parse_child": True})})
     async with open_runtime(settings) as rt:
-        assert isinstance(rt.engine.extractor, ProcessSplitExtractor)  # extraction.parse_child: on by default
+        assert isinstance(rt.engine.extractor, ProcessSplitExtractor)
         for t in range(4):  # on the stream before the worker starts, so its first fetch takes all 32
             for g in range(8):
                 ep = EpisodeMessage(episode_id=f"g{g}t{t}", group_id=f"user_{g}", role="user",
