@@ -2,8 +2,11 @@
 
 Run: `make bench-engine` (or `.venv/bin/python bench/bench_engine.py`); QUICK=1 for a small run.
 
-- Ingestion goes through MemoryEngine with the offline extractor, one
-  transaction per episode: once through `ingest` one episode at a time, once
+- Ingestion goes through MemoryEngine with the offline extractor as configured
+  (`extraction.parse_child`, off by default: a batch's parse shared with a child
+  process), one transaction per episode (and the batch door once more the other
+  way, static embedder: `ingest_batch32_static_parse_child_*`, or `_one_process_*`
+  with the child on): once through `ingest` one episode at a time, once
   through `ingest_many` in batches of 32 (what the worker does per fetched
   batch); with the default `static` embedder and with the transformer itself.
 - Recall sizes are bulk-loaded (resolution bypassed) with random unit vectors,
@@ -46,6 +49,10 @@ from bench_extraction import meaning  # noqa: E402
 from mnemobus.engine import MemoryEngine  # noqa: E402
 from mnemobus.engine.embed import CachedEmbedder, HashEmbedder, LocalOnnxEmbedder
 from mnemobus.engine.embedders import make_embedder  # noqa: E402
+from mnemobus.engine.extract_parse import ParsedExtractor  # noqa: E402
+from mnemobus.engine.parse_process import ProcessSplitExtractor  # noqa: E402
+from mnemobus.kernel.backends import offline_parser  # noqa: E402
+from mnemobus.shared.config import ExtractionSettings  # noqa: E402
 from mnemobus.shared.groups import GroupId  # noqa: E402
 from mnemobus.store.model import Entity, Episode, Fact, IngestOutcome, RecallQuery, episode_id_for  # noqa: E402
 from mnemobus.engine.text import query_terms  # noqa: E402
@@ -114,28 +121,44 @@ async def bench_ingest(figures: dict[str, float], root: Path) -> None:
     n = 300 if quick() else 2000
     for provider in ("static", "local"):
         for mode in ("single", "batch32"):
-            store = SqliteStore(root / f"ingest_{provider}_{mode}.sqlite3")
-            await store.open()
-            emb = make_embedder(provider, "all-MiniLM-L6-v2-int8")
-            emb.embed(["warm up"])
-            engine = MemoryEngine(store, embedder=emb, meaning=meaning())  # relation mapping as configured
-            episodes = _ingest_episodes(n, mode)
-            facts = 0
-            t = time.perf_counter()
-            if mode == "single":
-                for ep in episodes:
-                    facts += (await engine.ingest(ep)).facts_added
-            else:
-                for i in range(0, n, 32):
-                    for outcome in await engine.ingest_many(episodes[i : i + 32]):
-                        assert isinstance(outcome, IngestOutcome), outcome
-                        facts += outcome.facts_added
-            elapsed = time.perf_counter() - t
-            figures[f"ingest_{mode}_{provider}_episodes_per_s"] = round(n / elapsed, 1)
-            figures[f"ingest_{mode}_{provider}_facts_added"] = facts
-            if isinstance(emb, CachedEmbedder):
-                figures[f"ingest_{mode}_{provider}_embed_cache_hit_rate"] = round(emb.hits / max(1, emb.hits + emb.misses), 3)
-            await engine.close()
+            await _ingest_run(figures, root, n, provider, mode, offline_parser(ExtractionSettings()))  # as configured
+    # the batch door the other way beside it (extraction.parse_child), last so the runs above keep their texts
+    if ExtractionSettings().parse_child:
+        await _ingest_run(figures, root, n, "static", "batch32", ParsedExtractor(), "_one_process")
+    else:
+        await _ingest_run(figures, root, n, "static", "batch32", ProcessSplitExtractor(), "_parse_child")
+
+
+async def _ingest_run(figures: dict[str, float], root: Path, n: int, provider: str, mode: str,
+                      parser: ParsedExtractor | ProcessSplitExtractor, label: str = "") -> None:
+    """One run: a fresh store and embedder, `n` episodes one at a time or in batches of 32, the parser as given."""
+    store = SqliteStore(root / f"ingest_{provider}_{mode}{label}.sqlite3")
+    await store.open()
+    emb = make_embedder(provider, "all-MiniLM-L6-v2-int8")
+    emb.embed(["warm up"])
+    engine = MemoryEngine(store, parser, embedder=emb, meaning=meaning())  # relation mapping as configured
+    episodes = _ingest_episodes(n, mode)
+    if isinstance(parser, ProcessSplitExtractor) and mode == "batch32":
+        await parser.start()  # its parser loaded before the clock starts, as this process's was by `single`
+    facts = 0
+    t = time.perf_counter()
+    if mode == "single":
+        for ep in episodes:
+            facts += (await engine.ingest(ep)).facts_added
+    else:
+        for i in range(0, n, 32):
+            for outcome in await engine.ingest_many(episodes[i : i + 32]):
+                assert isinstance(outcome, IngestOutcome), outcome
+                facts += outcome.facts_added
+    elapsed = time.perf_counter() - t
+    key = f"ingest_{mode}_{provider}{label}"
+    figures[f"{key}_episodes_per_s"] = round(n / elapsed, 1)
+    figures[f"{key}_facts_added"] = facts
+    if isinstance(parser, ProcessSplitExtractor):  # batches whose parse a child process shared
+        figures[f"{key}_parse_child_batches"] = parser.split_batches
+    if isinstance(emb, CachedEmbedder):
+        figures[f"{key}_embed_cache_hit_rate"] = round(emb.hits / max(1, emb.hits + emb.misses), 3)
+    await engine.close()
 
 
 def _unit(rows: int, dim: int) -> np.ndarray:

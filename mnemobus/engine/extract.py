@@ -11,7 +11,7 @@ carries one, a name, so two people in one conversation never become one
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -174,3 +174,20 @@ def entities_of(facts: Sequence[ExtractedFact], endings: Sequence[ExtractedEndin
         add(e.subject, e.subject_type)
         add(e.object, e.object_type)
     return tuple(found.values())
+
+
+#: told each chunk's positions (into the episodes given) and their extractions, in order, as each is ready
+ChunkReady = Callable[[list[int], list[Extraction | Exception]], Awaitable[None]]
+
+
+@runtime_checkable
+class ChunkedExtractor(Protocol):
+    """Optional: an extractor that hands a batch back in chunks of whole groups as each is extracted, so the
+    caller stores one chunk while the next is extracted elsewhere (engine/parse_process.py)."""
+
+    def chunks(self, episodes: Sequence[Episode]) -> list[list[int]]:
+        """The batch's positions in chunks, each of whole groups; one chunk when there is nothing to gain."""
+
+    async def extract_chunks(self, episodes: Sequence[Episode], previous: Sequence[Sequence[Episode]],
+                             chunks: Sequence[list[int]], ready: ChunkReady) -> None:
+        """`ready` awaited for each chunk in `chunks` order; raises when a chunk was lost (those after it too)."""

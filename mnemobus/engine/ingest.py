@@ -21,7 +21,7 @@ import numpy as np
 from mnemobus.engine.candidates import CandidateAware, preselect
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.extract import (
-    UNTYPED, BatchExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
+    UNTYPED, BatchExtractor, ChunkedExtractor, ExtractedEnding, ExtractedFact, Extraction, Extractor,
 )
 from mnemobus.engine.mention_backfill import backfill_mentions, backfill_new_name
 from mnemobus.engine.mentions import named_spans
@@ -161,6 +161,8 @@ class _Prepared:
 
 
 Work = Callable[[WriteTxn], Awaitable[IngestOutcome]]
+#: an episode between extraction and storing: its slot, itself, screened?, its extraction or the exception it raised
+_Read = tuple[int, Episode, bool, "Extraction | Exception"]
 
 
 async def commit_each(store: GraphStore, works: Sequence[Work],
@@ -302,16 +304,30 @@ class Ingestor:
                 results[slot] = IngestOutcome(episode.id, created=False)
                 continue
             fresh.append((slot, episode, has_injection_markers(episode.content)))
+        if isinstance(self.extractor, ChunkedExtractor):
+            chunks = self.extractor.chunks([ep for _, ep, screened in fresh if not screened])
+            if len(chunks) > 1:
+                await self._pipelined(self.extractor, fresh, chunks, seen, results, ticket)
+                return [r if r is not None else RuntimeError("episode was not processed") for r in results]
         extractions = await self._extract([ep for _, ep, screened in fresh if not screened], ticket)
-        read: list[tuple[int, Episode, bool, Extraction]] = []
+        read: list[_Read] = []
         for slot, episode, screened in fresh:
             extraction = Extraction() if screened else extractions.pop(0)
+            read.append((slot, episode, screened, extraction))
+        await self._store(read, seen, results)
+        return [r if r is not None else RuntimeError("episode was not processed") for r in results]
+
+    async def _store(self, read: Sequence[_Read], seen: dict[GroupId, int] | None,
+                     results: list[IngestOutcome | BaseException | None]) -> None:
+        """Extracted episodes -> relations mapped, one embedding call, each in its own transaction, one commit."""
+        kept: list[_Read] = []
+        for slot, episode, screened, extraction in read:
             if isinstance(extraction, Exception):  # one bad episode must not sink the batch
                 results[slot] = extraction
                 continue
-            read.append((slot, episode, screened, extraction))
-        canon = await self._canonical([r[3] for r in read])
-        prepared = [_Prepared(slot, episode, screened, c) for (slot, episode, screened, _), c in zip(read, canon, strict=True)]
+            kept.append((slot, episode, screened, extraction))
+        canon = await self._canonical([r[3] for r in kept])  # type: ignore[misc]
+        prepared = [_Prepared(slot, episode, screened, c) for (slot, episode, screened, _), c in zip(kept, canon, strict=True)]
         try:
             await self._embed(prepared)
         except Exception as exc:  # noqa: BLE001 - without vectors none of them can be written as designed
@@ -323,7 +339,46 @@ class Ingestor:
         outcomes = await commit_each(self.store, works, prefetch_for(prepared))
         for p, outcome in zip(prepared, outcomes, strict=True):
             results[p.slot] = outcome
-        return [r if r is not None else RuntimeError("episode was not processed") for r in results]
+
+    async def _pipelined(self, extractor: ChunkedExtractor, fresh: list[tuple[int, Episode, bool]],
+                         chunks: list[list[int]], seen: dict[GroupId, int] | None,
+                         results: list[IngestOutcome | BaseException | None], ticket: int) -> None:
+        """The batch stored chunk by chunk (whole groups each, so each is read and resolved exactly as in the
+        whole batch) while the extractor extracts the next one elsewhere; screened turns go with the first chunk.
+        A chunk is stored whole or not at all: one the extractor lost fails in every slot, as do the ones after."""
+        started = time.perf_counter()
+        storing = 0.0
+        said = [(slot, ep) for slot, ep, screened in fresh if not screened]
+        screened = [(slot, ep, True, Extraction()) for slot, ep, s in fresh if s]
+        episodes = [ep for _, ep in said]
+
+        async def ready(positions: list[int], extractions: list[Extraction | Exception]) -> None:
+            nonlocal screened, storing
+            t = time.perf_counter()
+            read: list[_Read] = [*screened, *((said[i][0], said[i][1], False, x if isinstance(x, Exception)
+                                                or x.extractor else replace(x, extractor=extractor.name))
+                                               for i, x in zip(positions, extractions, strict=True))]
+            screened = []
+            self.in_hand.keep([said[i][1] for i, x in zip(positions, extractions, strict=True)
+                               if not isinstance(x, Exception)])
+            await self._store(read, seen, results)
+            storing += time.perf_counter() - t
+
+        looks_back = isinstance(extractor, PreviousTurnReader)
+        if looks_back:
+            await self.in_hand.turn_of(ticket)  # the batch before is extracted and in hand, stored or not
+        try:
+            previous = (await previous_turns(self.store, episodes, self.in_hand.of_group) if looks_back
+                        else [[] for _ in episodes])
+            await extractor.extract_chunks(episodes, previous, chunks, ready)
+        except Exception as exc:  # noqa: BLE001 - every episode not stored yet reports it; the worker redelivers them
+            for slot, _, _ in fresh:
+                if results[slot] is None:
+                    results[slot] = exc
+        finally:
+            self.in_hand.done(ticket)
+        for observe in self.observers:
+            observe(extractor.name, len(episodes), time.perf_counter() - started - storing)
 
     async def _extract(self, episodes: list[Episode], ticket: int) -> list[Extraction | Exception]:
         """Each episode's extraction or the exception it alone raised; a batch extractor gets them all at once,
@@ -379,20 +434,33 @@ class Ingestor:
         by_group: dict[GroupId, list[tuple[int, Episode]]] = {}
         for slot, episode in checked:
             by_group.setdefault(episode.group_id, []).append((slot, episode))
-        stored: dict[str, set[str]] = {}
+        if not by_group:
+            return {}
 
-        async def look(group: GroupId, items: list[tuple[int, Episode]]) -> None:
+        async def look(view: GraphStore, group: GroupId, ids: list[str]) -> set[str] | Exception:
             try:
-                found = await self.store.get_episodes(group, [e.id for _, e in items])
+                return {e.id for e in await view.get_episodes(group, ids)}
             except Exception as exc:  # noqa: BLE001 - StoreUnavailable for this group's episodes only
-                for slot, _ in items:
-                    results[slot] = exc
-                return
-            stored[group] = {e.id for e in found}
+                return exc
 
-        async with anyio.create_task_group() as tg:  # side by side: a store with round trips sends them together
-            for group, items in by_group.items():
-                tg.start_soon(look, group, items)
+        async def every_group(view: GraphStore, _: None) -> list[set[str] | Exception]:
+            # one run, not a read per group: on SQLite one thread hop for all of them (a batch of 32 holds up to
+            # 32 groups: a hop each was a tenth of the batch door's time on the event loop); on a networked
+            # store the groups' round trips side by side
+            return await view.gather([lambda g=g, items=items: look(view, g, [e.id for _, e in items])
+                                      for g, items in by_group.items()])
+
+        try:
+            found = await self.store.run_reads(every_group, lambda: None)
+        except Exception as exc:  # noqa: BLE001 - StoreUnavailable: each episode reports it
+            found = [exc] * len(by_group)
+        stored: dict[str, set[str]] = {}
+        for (group, items), ids in zip(by_group.items(), found, strict=True):
+            if isinstance(ids, Exception):
+                for slot, _ in items:
+                    results[slot] = ids
+            else:
+                stored[group] = ids
         return stored
 
     def _work(self, p: _Prepared, seen: dict[GroupId, int] | None, position: int, said: SaidBy) -> Work:

@@ -20,8 +20,6 @@ own priority, so on a machine with fewer free cores than busy processes recall i
 from __future__ import annotations
 
 import os
-import pickle
-import struct
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -30,26 +28,10 @@ from typing import BinaryIO
 from mnemobus.engine.community_summary import Sketch, offline_summary
 from mnemobus.engine.embed import Embedder
 from mnemobus.engine.embedders import EmbedderSpec, make_embedder
+from mnemobus.engine.frames import frame, read_frame
 from mnemobus.engine.label_propagation import Propagation, Triple
 
 PART = 500  # communities per answer frame: the parent unpickles one frame at a time between its other tasks
-HEADER = struct.Struct(">I")
-
-
-def read_frame(stream: BinaryIO) -> object | None:
-    head = stream.read(HEADER.size)
-    if len(head) < HEADER.size:
-        return None
-    size = HEADER.unpack(head)[0]
-    body = stream.read(size)
-    if len(body) < size:
-        return None
-    return pickle.loads(body)
-
-
-def frame(message: object) -> bytes:
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return HEADER.pack(len(body)) + body
 
 
 def summaries(items: Sequence[Sketch | str], embedder: Embedder | None) -> Iterator[tuple]:

@@ -13,7 +13,6 @@ job starts a new one, which answers "missing" for a run it never saw, so the cal
 from __future__ import annotations
 
 import logging
-import pickle
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -27,7 +26,7 @@ import numpy as np
 from mnemobus.engine.community_summary import Sketch
 from mnemobus.engine.embedders import EmbedderSpec
 from mnemobus.engine.label_propagation import EdgeLike, Picked, triples
-from mnemobus.engine.propagation_child import HEADER, frame
+from mnemobus.engine.frames import frame, kill_child, receive_frame
 
 log = logging.getLogger("mnemobus.engine.communities")
 SEND_CHUNK = 5000  # edges per frame sent to the child
@@ -140,16 +139,11 @@ class ProcessPropagator:
 
     async def _receive(self) -> object:
         assert self._answers is not None
-        size = HEADER.unpack(await self._answers.receive_exactly(HEADER.size))[0]
-        return pickle.loads(await self._answers.receive_exactly(size))
+        return await receive_frame(self._answers)
 
     async def _kill(self) -> None:
         process, self._process, self._answers = self._process, None, None
-        if process is None or process.returncode is not None:
-            return
-        process.kill()
-        with anyio.CancelScope(shield=True):
-            await process.wait()
-        log.info("label propagation child %d killed (a job was cancelled, failed or timed out)", process.pid)
+        if await kill_child(process):
+            log.info("label propagation child %d killed (a job was cancelled, failed or timed out)", process.pid)
 
 

@@ -10,10 +10,11 @@ import logging
 import anyio.to_thread
 
 from mnemobus.kernel import extensions
-from mnemobus.shared.config import Settings
+from mnemobus.shared.config import ExtractionSettings, Settings
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import MODELS, CachedEmbedder, Embedder, LocalOnnxEmbedder
 from mnemobus.engine.extract_parse import ParsedExtractor
+from mnemobus.engine.parse_process import ProcessSplitExtractor
 from mnemobus.engine.llm.embedder import OpenAIEmbedder
 from mnemobus.engine.llm.endpoint import EndpointError
 from mnemobus.engine.recipes import tuned
@@ -47,13 +48,19 @@ async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None)
     embedder = extensions.embedders()[settings.memory.embedding.provider](settings, metrics)
     if isinstance(embedder, OpenAIEmbedder):
         await _check_endpoint_embedder(embedder)
-    extractor = extensions.extractors()[settings.extraction.extractor](settings, ParsedExtractor(), metrics)
+    extractor = extensions.extractors()[settings.extraction.extractor](settings, offline_parser(settings.extraction),
+                                                                       metrics)
     store = build_store(settings, embedder.dim)
     await store.open()
     meaning = relation_meaning(settings)  # its model loads when the process first ingests (Ingestor._canonical)
     return MemoryEngine(store, extractor, embedder,
                         recipes=tuned(settings.memory.recall.model_dump(exclude_unset=True)),
                         meaning=meaning.nearest if meaning is not None else None)
+
+
+def offline_parser(extraction: ExtractionSettings) -> ParsedExtractor | ProcessSplitExtractor:
+    """The offline extractor as configured: with `parse_child`, a batch's parse shared with a second core."""
+    return ProcessSplitExtractor() if extraction.parse_child else ParsedExtractor()
 
 
 def relation_meaning(settings: Settings) -> RelationMeaning | None:

@@ -102,6 +102,9 @@ class PipelineMetrics:
         self.graph_hops_skipped = Counter(
             "mnemobus_recall_graph_hops_skipped_total", "Graph recalls whose second hop was skipped because the first "
             "took memory.recall.graph_time_budget_ms (what lies one fact away was not reached)", registry=r)
+        self.parse_child_failures = Counter(
+            "mnemobus_parse_child_failures_total", "Batches whose parse child (extraction.parse_child) died, answered "
+            "out of step or ran out of time: the chunks it had not answered failed and are redelivered", registry=r)
         self.mcp_calls = Counter(
             "mnemobus_mcp_calls_total", "MCP tool calls by tool and outcome (ok, invalid, unauthorized, forbidden, "
             "error)", ["tool", "outcome"], registry=r,

@@ -1,0 +1,39 @@
+"""The worker's full batches of several groups go through the parse child (engine/parse_process.py) end to end:
+episodes published on the bus are stored with the graph, and the child did parse part of the batch."""
+
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+
+from mnemobus.engine.parse_process import ProcessSplitExtractor
+from mnemobus.kernel.app import open_runtime, serve
+from mnemobus.shared import subjects
+from mnemobus.shared.envelope import EpisodeMessage
+from tests.pipeline.conftest import wait_for_episodes
+
+pytestmark = pytest.mark.anyio
+
+TALK = ["My sister Ana lives in York.", "She moved to Leeds last month.", "I work at Lumen as a designer.",
+        "I use vim every day.", "Alex works on ProjectX", "I moved from Paris to Berlin."]
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+async def test_a_full_batch_published_on_the_bus_is_stored_with_the_parse_child_sharing_its_parse(settings):
+    settings = settings.model_copy(update={"extraction": settings.extraction.model_copy(update={"parse_child": True})})
+    async with open_runtime(settings) as rt:
+        assert isinstance(rt.engine.extractor, ProcessSplitExtractor)
+        for t in range(4):  # on the stream before the worker starts, so its first fetch takes all 32
+            for g in range(8):
+                ep = EpisodeMessage(episode_id=f"g{g}t{t}", group_id=f"user_{g}", role="user",
+                                    content=TALK[(t + g) % len(TALK)], source_message_id=f"g{g}t{t}",
+                                    reference_time=T0 + timedelta(days=t))
+                await rt.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire())
+        async with anyio.create_task_group() as tg:
+            await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
+            stored = [await wait_for_episodes(rt, f"user_{g}", 4) for g in range(8)]
+            rt.stop.set()
+        assert stored == [4] * 8
+        assert rt.engine.extractor.split_batches >= 1 and rt.engine.extractor.failures == 0
+        assert rt.engine.extractor.on_failure == [rt.metrics.parse_child_failures.inc]  # a lost chunk is counted
+        assert sum([await rt.engine.store.count_facts(f"user_{g}") for g in range(8)]) > 8
