@@ -10,12 +10,10 @@ import anyio
 import pytest
 
 from mnemobus.kernel.app import open_runtime
-from mnemobus.shared import subjects
 from mnemobus.shared.config import Settings
 from mnemobus.shared.envelope import EpisodeMessage
 from mnemobus.store.model import Episode
-from tests.pipeline.conftest import wait_for_episodes
-from tests.pipeline.test_worker_stop import a_worker
+from tests.pipeline.test_worker_stop import storing_one
 
 pytestmark = pytest.mark.anyio
 
@@ -34,12 +32,9 @@ async def test_a_batch_stored_slower_than_ack_wait_is_warned_and_counted_and_sto
             return await ingest_many(episodes)
 
         rt.engine.ingest_many = answering_slowly  # type: ignore[method-assign]
-        await rt.bus.ensure_streams()
-        await rt.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire(), msg_id=ep.episode_id)
         stop = anyio.Event()
         with caplog.at_level(logging.WARNING, logger="mnemobus"):
-            async with a_worker(rt, stop):
-                assert await wait_for_episodes(rt, "user_josh", 1) == 1
+            async with storing_one(rt, ep, stop):
                 with anyio.fail_after(30):
                     while rt.metrics.worker_slow_batches._value.get() < 1:
                         await anyio.sleep(0.02)
