@@ -22,6 +22,15 @@ def test_conf_keeps_every_listener_on_loopback_with_auth_off() -> None:
     assert "server.http.enabled=false" in conf
 
 
+def test_settings_asked_for_are_added_to_the_conf_after_the_defaults() -> None:
+    from mnemobus.kernel.neo4j_local import REPLAN_EACH_MINUTE
+
+    lines = neo4j_conf(17001, 17002, extra=REPLAN_EACH_MINUTE).splitlines()
+    assert "dbms.cypher.min_replan_interval=60s" in lines
+    assert "dbms.cypher.min_replan_interval=60s" not in neo4j_conf(17001, 17002).splitlines()
+    assert lines.index("dbms.cypher.min_replan_interval=60s") > lines.index("dbms.security.auth_enabled=false")
+
+
 def test_nothing_listening_is_not_taken_for_bolt() -> None:
     from mnemobus.kernel.neo4j_local import free_port
 

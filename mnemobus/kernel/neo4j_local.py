@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -59,6 +60,15 @@ JVM_OPENS = (
 # For a server that lives seconds (fault tests): the client JIT only and the serial
 # collector spend less of two cores on compiling and GC threads during start-up.
 QUICK_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompilerCount=1")
+
+
+# For a server whose data grows from nothing within minutes (the chaos deployment's): Neo4j plans a cached query again
+# whenever its statistics have moved far enough (always, from an empty database) and the plan is older than
+# min_replan_interval, 10 s by default; each replan cost the server ~0.3 s of CPU here (a fresh server storing 384
+# episodes: 27-31 replans and 46-49 s of its CPU; 11 replans, 41 s at 60 s; none, 39 s at 1 h). Not the default:
+# a bench that loads 100k facts and then queries wants its plans made again within seconds, and the run's shared
+# test server holds tests of the plans themselves (tests/store/test_neo4j_plans.py).
+REPLAN_EACH_MINUTE = {"dbms.cypher.min_replan_interval": "60s"}
 
 
 class LocalNeo4jError(RuntimeError):
@@ -130,7 +140,8 @@ def bolt_handshake(host: str, port: int, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def neo4j_conf(bolt_port: int, routing_port: int, pagecache: str = "256m") -> str:
+def neo4j_conf(bolt_port: int, routing_port: int, pagecache: str = "256m",
+               extra: Mapping[str, str] | None = None) -> str:
     """neo4j.conf for a small, private, loopback-only server that stops fast.
 
     Every port is loopback-only and chosen per start, so two launches (two
@@ -154,6 +165,7 @@ def neo4j_conf(bolt_port: int, routing_port: int, pagecache: str = "256m") -> st
             "db.tx_log.rotation.size=16m",
             "internal.dbms.bolt.netty_server_shutdown_quiet_period=0",
             "internal.dbms.bolt.netty_server_shutdown_timeout=1s",
+            *(f"{k}={v}" for k, v in (extra or {}).items()),
             "",
         ]
     )
@@ -173,9 +185,11 @@ class LocalNeo4j:
         startup_timeout_s: float = 120.0,
         keep_home: bool = False,
         jvm_options: tuple[str, ...] = (),
+        conf: Mapping[str, str] | None = None,
     ) -> None:
         self._lib = lib
         self.jvm_options = tuple(jvm_options)
+        self.conf = dict(conf or {})  # neo4j.conf settings added to neo4j_conf()'s
         self._home_arg = home
         self._port_arg = port
         self.heap = heap
@@ -291,7 +305,7 @@ class LocalNeo4j:
         if not link.exists():
             link.symlink_to(lib.resolve(), target_is_directory=True)
         (home / "conf" / "neo4j.conf").write_text(
-            neo4j_conf(bolt_port, free_port(), self.pagecache), encoding="utf-8"
+            neo4j_conf(bolt_port, free_port(), self.pagecache, self.conf), encoding="utf-8"
         )
         return home
 

@@ -223,11 +223,20 @@ class EpisodeWorker:
         if held and await self._wait_out_store_outage([ready[i][0] for i in held]):
             for i, outcome in zip(held, await self._ingest([ready[i] for i in held]), strict=True):
                 outcomes[i] = outcome
-        self.metrics.store_seconds.labels(operation="ingest_batch").observe(time.perf_counter() - started)
+        self._took(len(ready), time.perf_counter() - started)
         for (msg, episode), outcome in zip(ready, outcomes, strict=True):
             await self._guard(self._settle, msg, episode, outcome)
         self.communities.stored([ep for (_, ep), out in zip(ready, outcomes, strict=True)
                             if isinstance(out, IngestOutcome) and out.created and not out.screened])
+
+    def _took(self, episodes: int, seconds: float) -> None:
+        """A batch slower than ack_wait is said and counted: otherwise a store answering slowly (a Neo4j just
+        started plans every query afresh: 20-38 s for a first batch under load) shows as workers saying nothing."""
+        self.metrics.store_seconds.labels(operation="ingest_batch").observe(seconds)
+        if seconds > self.cfg.ack_wait_s:
+            self.metrics.worker_slow_batches.inc()
+            self.retry_log.warning("slow-batch", "storing a batch of %d episode(s) took %.1f s, longer than ack_wait "
+                                   "(%.0f s): the store is answering slowly", episodes, seconds, self.cfg.ack_wait_s)
 
     async def _ingest(self, ready: list[tuple[Delivery, Episode]]) -> list[Any]:
         """Each episode's outcome from the engine, its message kept in progress meanwhile."""

@@ -89,6 +89,9 @@ class PipelineMetrics:
             registry=r)
         self.worker_restarts = Counter(
             "mnemobus_worker_restarts_total", "Consumer loops restarted by the supervisor", registry=r)
+        self.worker_slow_batches = Counter(
+            "mnemobus_worker_slow_batches_total", "Batches whose storing took longer than ack_wait (kept in progress "
+            "meanwhile): a store answering slowly, e.g. a Neo4j just started, planning every query afresh", registry=r)
         self.worker_lag = Gauge(
             "mnemobus_worker_pending_episodes", "Episodes waiting for the worker (consumer pending)", registry=r)
         self.store_seconds = Histogram(

@@ -129,17 +129,35 @@ async def dead_letters_of(bus: Bus, tag: str) -> list[Any]:
     return [letter for letter in await list_letters(bus) if tag in letter.subject]
 
 
-def outbox_depth(deployment: LocalDeployment) -> float:
-    """Episodes still parked in every plugin's outbox, as their own /metrics say."""
-    depth = 0.0
+def role_metric(deployment: LocalDeployment, role: str, name: str) -> float:
+    """The sum of metric `name` (every label set) over the processes of `role`, as their own /metrics say."""
+    total = 0.0
     for proc in deployment.roles:
-        if proc.role != "plugin":
+        if proc.role != role:
             continue
         with urllib.request.urlopen(f"http://127.0.0.1:{proc.metrics_port}/metrics", timeout=5) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith("mnemobus_episode_outbox_depth "):
-                    depth += float(line.split()[1])
-    return depth
+                if line.startswith((f"{name} ", f"{name}{{")):
+                    total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def outbox_depth(deployment: LocalDeployment) -> float:
+    """Episodes still parked in every plugin's outbox."""
+    return role_metric(deployment, "plugin", "mnemobus_episode_outbox_depth")
+
+
+async def stored_again_s(deployment: LocalDeployment, since: float, timeout_s: float) -> float:
+    """Seconds from `since` until the workers store an episode they had not stored when this was called (the
+    product's own counter, mnemobus_episodes_stored_total): how soon storing resumed after a part came back."""
+    def stored() -> float:
+        return role_metric(deployment, "worker", "mnemobus_episodes_stored_total")
+
+    before = await anyio.to_thread.run_sync(stored)
+    with anyio.fail_after(timeout_s):
+        while await anyio.to_thread.run_sync(stored) <= before:
+            await anyio.sleep(0.1)
+    return time.monotonic() - since
 
 
 def broken_chains(facts: Sequence[Fact]) -> list[str]:

@@ -11,11 +11,9 @@ import pytest
 
 from mnemobus.bus.consumer import Delivery
 from mnemobus.kernel.app import open_runtime
-from mnemobus.shared import subjects
 from mnemobus.shared.config import Settings
 from mnemobus.shared.envelope import EpisodeMessage
-from tests.pipeline.conftest import wait_for_episodes
-from tests.pipeline.test_worker_stop import a_worker
+from tests.pipeline.test_worker_stop import storing_one
 
 pytestmark = pytest.mark.anyio
 
@@ -35,12 +33,9 @@ async def test_an_ack_the_bus_does_not_confirm_is_counted_and_warned_without_a_t
     ep = EpisodeMessage(episode_id="unconfirmed-1", group_id="user_josh", content="I live in Oslo.",
                         source_message_id="u1")
     async with open_runtime(settings) as rt:
-        await rt.bus.ensure_streams()
-        await rt.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire(), msg_id=ep.episode_id)
         stop = anyio.Event()
         with caplog.at_level(logging.WARNING, logger="mnemobus"):
-            async with a_worker(rt, stop):
-                assert await wait_for_episodes(rt, "user_josh", 1) == 1
+            async with storing_one(rt, ep, stop):
                 counted = rt.metrics.worker_settle_errors.labels(kind="TimeoutError")
                 with anyio.fail_after(30):
                     while counted._value.get() < 1:

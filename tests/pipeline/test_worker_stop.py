@@ -41,6 +41,16 @@ async def a_worker(rt: Runtime, stop: anyio.Event) -> AsyncIterator[EpisodeWorke
         yield worker
 
 
+@contextlib.asynccontextmanager
+async def storing_one(rt: Runtime, ep: EpisodeMessage, stop: anyio.Event) -> AsyncIterator[EpisodeWorker]:
+    """`ep` published and a worker running until it is stored; leaving the block waits for the worker to stop."""
+    await rt.bus.ensure_streams()
+    await rt.bus.js_publish(subjects.episode(ep.group_id), ep.to_wire(), msg_id=ep.episode_id)
+    async with a_worker(rt, stop) as worker:
+        assert await wait_for_episodes(rt, ep.group_id, 1) == 1
+        yield worker
+
+
 async def test_a_stop_ends_the_workers_idle_fetch_at_once(settings):
     async with open_runtime(with_idle_fetch(settings, AN_HOUR)) as rt:
         stop = anyio.Event()
