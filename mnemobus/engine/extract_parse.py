@@ -1765,26 +1765,28 @@ class ParsedExtractor:
                        ) -> dict[tuple[str, str | None], Recent]:
         """Whom the stored turns before each conversation's first turn in the batch named (their facts are not
         read again: they were stored with them)."""
+        named = self._named_in([turn for before in previous if before for turn in before])
         context: dict[tuple[str, str | None], Recent] = {}
         for ep, before in zip(episodes, previous):
-            if not before:
-                continue
-            context[conversation(ep)] = recent = Recent()
-            for turn in before:
-                recent.named.append(self._named_in(turn))
+            if before:
+                context[conversation(ep)] = recent = Recent()
+                recent.named.extend(named[turn.id] for turn in before)
         return context
 
-    def _named_in(self, episode: Episode) -> _Name | None:
-        """The person a stored turn named last: remembered from its own extraction, parsed again if forgotten."""
+    def _named_in(self, turns: Sequence[Episode]) -> dict[str, _Name | None]:
+        """Whom each stored turn named last: remembered from its own extraction; the forgotten ones parsed again,
+        all in one `_parse`."""
         with self._named_lock:
-            if episode.id in self._named:
-                return self._named[episode.id]
-        named: _Name | None = None
-        for said_by, _, doc in self._parse([episode])[0]:
-            reader = _Reader(doc, said_by, episode.reference_time)
-            reader.read()
-            named = reader.introduced or named
-        self._remember(episode.id, named)
+            named = {t.id: self._named[t.id] for t in turns if t.id in self._named}
+        forgotten = list({t.id: t for t in turns if t.id not in named}.values())
+        for turn, parsed in zip(forgotten, self._parse(forgotten) if forgotten else [], strict=True):
+            last: _Name | None = None
+            for said_by, _, doc in parsed:
+                reader = _Reader(doc, said_by, turn.reference_time)
+                reader.read()
+                last = reader.introduced or last
+            named[turn.id] = last
+            self._remember(turn.id, last)
         return named
 
     def _remember(self, episode_id: str, named: _Name | None) -> None:

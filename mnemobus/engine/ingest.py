@@ -364,11 +364,8 @@ class Ingestor:
             await self._store(read, seen, results)
             storing += time.perf_counter() - t
 
-        looks_back = isinstance(extractor, PreviousTurnReader)
-        if looks_back:
-            await self.in_hand.turn_of(ticket)  # the batch before is extracted and in hand, stored or not
         try:
-            previous = (await previous_turns(self.store, episodes, self.in_hand.of_group) if looks_back
+            previous = (await self._turns_before(episodes, ticket) if isinstance(extractor, PreviousTurnReader)
                         else [[] for _ in episodes])
             await extractor.extract_chunks(episodes, previous, chunks, ready)
         except Exception as exc:  # noqa: BLE001 - every episode not stored yet reports it; the worker redelivers them
@@ -380,6 +377,12 @@ class Ingestor:
         for observe in self.observers:
             observe(extractor.name, len(episodes), time.perf_counter() - started - storing)
 
+    async def _turns_before(self, episodes: Sequence[Episode], ticket: int) -> list[list[Episode]]:
+        """The turns a look-back extractor reads before the batch's (previous_turn.py), once every batch that came
+        before this one is extracted and in hand, stored or not (turns_in_hand.py)."""
+        await self.in_hand.turn_of(ticket)
+        return await previous_turns(self.store, episodes, self.in_hand.of_group)
+
     async def _extract(self, episodes: list[Episode], ticket: int) -> list[Extraction | Exception]:
         """Each episode's extraction or the exception it alone raised; a batch extractor gets them all at once,
         any other extractor every episode at once too (a model endpoint's concurrency cap decides how many run)."""
@@ -388,9 +391,8 @@ class Ingestor:
         started = time.perf_counter()
         out: list[Extraction | Exception] = []
         if isinstance(self.extractor, PreviousTurnReader):  # "she" after a turn that named her (previous_turn.py)
-            await self.in_hand.turn_of(ticket)  # the batch before is extracted and in hand, stored or not
             try:
-                previous = await previous_turns(self.store, episodes, self.in_hand.of_group)
+                previous = await self._turns_before(episodes, ticket)
                 out = list(await self.extractor.extract_after(episodes, previous))
             except Exception as exc:  # noqa: BLE001 - reported in every slot; the worker retries or dead-letters
                 out = [exc] * len(episodes)

@@ -135,7 +135,7 @@ async def test_a_child_that_does_not_answer_in_time_is_killed_and_named() -> Non
 
     chunks = split.chunks(batch)
     with pytest.raises(ParseChildFailed, match=r"did not answer within 0.05 s"):
-        await split.extract_chunks(batch, [None] * len(batch), chunks, ready)
+        await split.extract_chunks(batch, [[] for _ in batch], chunks, ready)
     assert seen == [chunks[0]] and split.pid is None and split.failures == 1
     await split.aclose()
 
@@ -151,7 +151,7 @@ async def test_closing_lets_the_batch_in_flight_finish_then_ends_the_child() -> 
 
     chunks = split.chunks(batch)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(split.extract_chunks, batch, [None] * len(batch), chunks, ready)
+        tg.start_soon(split.extract_chunks, batch, [[] for _ in batch], chunks, ready)
         while split.pid is None:
             await anyio.sleep(0.001)
         process = split._process
@@ -172,7 +172,7 @@ async def test_starting_the_child_loads_its_parser_before_the_first_batch() -> N
 
     batch = conversations(groups=8, turns=4)
     chunks = split.chunks(batch)
-    await split.extract_chunks(batch, [None] * len(batch), chunks, ready)
+    await split.extract_chunks(batch, [[] for _ in batch], chunks, ready)
     assert got == chunks and split.pid == pid and split.started == 1  # the same child answered
     await split.aclose()
 
@@ -211,5 +211,5 @@ async def test_a_batch_after_close_starts_no_new_child_and_fails_the_chunks_it_w
     batch = conversations(groups=8, turns=4)
     chunks = split.chunks(batch)
     with pytest.raises(ParseChildFailed, match="closed"):
-        await split.extract_chunks(batch, [None] * len(batch), chunks, ready)
+        await split.extract_chunks(batch, [[] for _ in batch], chunks, ready)
     assert got == [chunks[0]] and split.started == 0
