@@ -70,6 +70,7 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         self.max_retry_time_s = max_retry_time_s
         self._driver: AsyncDriver | None = None
         self._write_lock = asyncio.Lock()
+        self._deadlock_observers: list[Callable[[str], None]] = []  # see Writes.observe_deadlocks
         self._shares: dict[tuple[str, str], tuple[float, int, int]] = {}
         self.server_version: tuple[int, ...] = ()
         self.coalesce_reads = coalesce_reads
