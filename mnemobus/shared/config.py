@@ -109,6 +109,9 @@ class Neo4jSettings(Section):
     user: str | None = None
     password: SecretStr | None = None
     database: str | None = None
+    erasure_lease_s: float = Field(default=45.0, ge=5, le=3600, description="a journalled erasure (too large for one "
+                                   "transaction) stays the process's that started it this long after each batch; "
+                                   "another process finishes it only once this runs out (its owner died or failed)")
 
 
 class StoreSettings(Section):
