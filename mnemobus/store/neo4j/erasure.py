@@ -118,11 +118,13 @@ async def erase_rows(tx: AsyncManagedTransaction, group: str, limit: int) -> tup
 
 
 async def erase(store: Neo4jStore, groups: Sequence[GroupId]) -> DeleteCounts:
-    """Every group named, all or nothing (see the module); an earlier erasure cut short is finished first."""
-    finished = await resume(store)
+    """Every group named, all or nothing (see the module); what went of them. An earlier erasure cut short whose
+    owner's lease ran out is finished first; its rows are not in the counts (it may be another caller's, of other
+    groups: `resume` logs it)."""
+    await resume(store)
     groups = list(dict.fromkeys(groups))
     if not groups:
-        return finished
+        return DeleteCounts()
     store.forget_groups(groups)
     rows = (await store._read(lambda tx: run_rows(tx, ROWS_OF, {"gs": groups})))[0]["n"]
     if rows <= ONE_TXN_ROWS:
@@ -139,7 +141,7 @@ async def erase(store: Neo4jStore, groups: Sequence[GroupId]) -> DeleteCounts:
             return DeleteCounts.total(done)
 
         try:
-            return DeleteCounts.total([finished, await store._write(at_once)])
+            return await store._write(at_once)
         except _Outgrew as exc:
             log.info("group %s grew past one transaction while it was counted: erasing it journalled", exc)
 
@@ -153,7 +155,7 @@ async def erase(store: Neo4jStore, groups: Sequence[GroupId]) -> DeleteCounts:
     await store._write(journal)
     log.info("erasing %d group(s) of %d rows in batches, journalled: a failure part-way is finished by the next "
              "erasure or the next start", len(groups), rows)
-    return DeleteCounts.total([finished, await _finish(store, journal_id, groups)])
+    return await _finish(store, journal_id, groups)
 
 
 async def erasure_counts(store: Neo4jStore, groups: Sequence[GroupId]) -> dict[GroupId, int]:
