@@ -102,7 +102,7 @@ NEW_EPOCH = (
 # the groups to warm at start: most recently written first, from one version node a group (reading every episode
 # for its newest took a pass over the whole store); a group written before versions carried the time comes last
 RECENT_GROUPS = (
-    "MATCH (gv:GroupVersion) WHERE EXISTS { MATCH (:Episode {group_id: gv.group_id}) } "
+    "MATCH (gv:GroupVersion) WHERE gv.group_id STARTS WITH $prefix AND EXISTS { MATCH (:Episode {group_id: gv.group_id}) } "
     "RETURN gv.group_id AS g ORDER BY gv.written_at IS NULL, gv.written_at DESC LIMIT $k"
 )
 FACT_MAP = projection("r", FACT_PROPS)
