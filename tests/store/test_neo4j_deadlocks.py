@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 import pytest
 
+from mnemobus.kernel.app import open_runtime
+from mnemobus.shared.config import Settings, StoreSettings
 from mnemobus.shared.errors import StoreUnavailable
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.neo4j import Neo4jStore
@@ -26,13 +28,18 @@ pytestmark = pytest.mark.anyio
 Body = Callable[[Neo4jWriteTxn, GroupId, GroupId], Awaitable[None]]
 
 
-async def crossed(a: Neo4jStore, b: Neo4jStore, g1: GroupId, g2: GroupId,
-                  then: Callable[[str], Body]) -> tuple[Counter[str], dict[str, BaseException]]:
-    """`a` locks g1 and then g2, `b` g2 and then g1, each once the other holds its first; then each runs
-    `then(name)(txn, mine, theirs)`. The deadlock outcomes both stores saw, and what each write raised."""
+def deadlocks_of(*stores: Neo4jStore) -> Counter[str]:
+    """The deadlock outcomes these stores see from now on."""
     outcomes: Counter[str] = Counter()
-    for s in (a, b):
+    for s in stores:
         s.observe_deadlocks(lambda outcome: outcomes.update([outcome]))
+    return outcomes
+
+
+async def crossed(a: Neo4jStore, b: Neo4jStore, g1: GroupId, g2: GroupId,
+                  then: Callable[[str], Body]) -> dict[str, BaseException]:
+    """`a` locks g1 and then g2, `b` g2 and then g1, each once the other holds its first; then each runs
+    `then(name)(txn, mine, theirs)`. What each write raised."""
     failed: dict[str, BaseException] = {}
     holding = {"a": anyio.Event(), "b": anyio.Event()}
 
@@ -51,7 +58,7 @@ async def crossed(a: Neo4jStore, b: Neo4jStore, g1: GroupId, g2: GroupId,
         async with anyio.create_task_group() as tg:
             tg.start_soon(write, "a", a, g1, g2, "b")
             tg.start_soon(write, "b", b, g2, g1, "a")
-    return outcomes, failed
+    return failed
 
 
 async def test_writers_that_lock_two_groups_in_opposite_orders_both_store_their_episodes(
@@ -66,12 +73,36 @@ async def test_writers_that_lock_two_groups_in_opposite_orders_both_store_their_
                 await txn.insert_episode(turn, screened=False, embedding=vec(turn.content))
         return body
 
-    outcomes, failed = await crossed(neo, other, group, other_group, store_turns)
-    assert failed == {}
+    outcomes = deadlocks_of(neo, other)
+    assert await crossed(neo, other, group, other_group, store_turns) == {}
     assert outcomes == Counter({REPLAYED: 1})  # the server found the circle once, and its victim ran again
     for g in (group, other_group):
         stored = {e.source_message_id for e in await neo.episodes(g, 10)}
         assert stored == {"m0", "by-a", "by-b"}
+
+
+async def test_a_runtime_on_neo4j_counts_its_stores_deadlocks_in_its_metrics(
+    settings: Settings, neo4j_uri: str, other: Neo4jStore, group: GroupId, other_group: GroupId,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    on_neo4j = settings.model_copy(update={"store": StoreSettings(backend="neo4j", neo4j={"uri": neo4j_uri})})
+    async with open_runtime(on_neo4j) as rt:
+        store, counted = rt.engine.store, rt.metrics.store_deadlocks.labels(outcome=REPLAYED)
+        others, rounds = deadlocks_of(other), 0
+        try:
+            await put(store, episodes=[episode(group, "m0", "first"), episode(other_group, "m0", "first")])
+            while counted._value.get() == 0 and rounds < 12:  # the server picks the victim: either store, by turns
+                assert await crossed(store, other, group, other_group, lambda name: _nothing_more) == {}
+                rounds += 1
+        finally:
+            for g in (group, other_group):
+                await store.delete_group(g)
+    assert counted._value.get() == 1 and counted._value.get() + others[REPLAYED] == rounds  # one deadlock a round
+    assert "lost a deadlock to another writer" in caplog.text
+
+
+async def _nothing_more(txn: Neo4jWriteTxn, mine: GroupId, theirs: GroupId) -> None:
+    """Both locks held is all the writer wanted."""
 
 
 async def test_a_victim_whose_reads_the_winner_changed_is_told_to_retry_and_stores_nothing(
@@ -88,7 +119,8 @@ async def test_a_victim_whose_reads_the_winner_changed_is_told_to_retry_and_stor
             await txn.insert_episode(turn, screened=False, embedding=vec(turn.content))
         return body
 
-    outcomes, failed = await crossed(neo, other, group, other_group, answer_the_peers_first_read)
+    outcomes = deadlocks_of(neo, other)
+    failed = await crossed(neo, other, group, other_group, answer_the_peers_first_read)
     assert outcomes == Counter({GAVE_UP: 1})
     (loser, exc), = failed.items()
     assert isinstance(exc, StoreUnavailable) and lost_a_lock_race(exc)
