@@ -65,8 +65,10 @@ COUNT_ERASURE = ("UNWIND $gs AS g MERGE (x:GroupErasure {group_id: g}) ON CREATE
 # one journal per erasure; the server's clock times the leases, so the processes' clocks need not agree
 LEASE_END = "datetime() + duration({milliseconds: toInteger($lease_s * 1000)})"
 JOURNAL = f"CREATE (j:Erasure {{id: $id, groups: $gs, owner: $owner, lease_until: {LEASE_END}}})"
-# the owner's renewal, first in each batch's transaction: no row when another store took the journal over
-RENEW = f"MATCH (j:Erasure {{id: $id}}) WHERE j.owner = $owner SET j.lease_until = {LEASE_END} RETURN j.id AS id"
+# the owner's renewal, first in each batch's transaction: no row when another store took the journal over (the
+# owner read under the journal's lock, as TAKE_OVER does, so a take-over committing meanwhile is seen)
+RENEW = ("MATCH (j:Erasure {id: $id}) SET j.looked_at = datetime() WITH j WHERE j.owner = $owner "
+         f"SET j.lease_until = {LEASE_END} RETURN j.id AS id")
 LEAVE_JOURNAL = ("MATCH (j:Erasure {id: $id}) SET j.groups = [x IN j.groups WHERE x <> $g] "
                  "WITH j WHERE size(j.groups) = 0 DELETE j")
 # Taking over: the expired journals' write locks (by a write that reads nothing: `SET j.owner = j.owner` read the
@@ -79,7 +81,8 @@ TAKE_OVER = ("MATCH (j:Erasure) WHERE j.lease_until IS NULL OR j.lease_until < d
              "WITH j WHERE j.lease_until IS NULL OR j.lease_until < datetime() "
              f"SET j.owner = $owner, j.lease_until = {LEASE_END} RETURN j.id AS id, j.groups AS gs")
 JOURNALS_NAMING = ("MATCH (j:Erasure) WHERE any(g IN j.groups WHERE g IN $gs) "
-                   "RETURN j.id AS id, j.groups AS gs, j.owner AS owner, j.lease_until < datetime() AS expired")
+                   "RETURN j.id AS id, j.groups AS gs, j.owner AS owner, "
+                   "coalesce(j.lease_until < datetime(), true) AS expired")
 ERASURES = "UNWIND $gs AS g OPTIONAL MATCH (x:GroupErasure {group_id: g}) RETURN g, coalesce(x.n, 0) AS n"
 # a write's check: the erasure count under the node's write lock, which an erasure takes to count (held by either
 # until its transaction ends, so the other waits and then reads what was committed)
@@ -164,8 +167,8 @@ async def erasure_counts(store: Neo4jStore, groups: Sequence[GroupId]) -> dict[G
 
 
 async def resume(store: Neo4jStore) -> DeleteCounts:
-    """Finish the journalled erasures earlier calls (of any process) left part-way whose owners' leases ran out or
-    were handed back; nothing when there is none. A journal whose owner is still at it is the owner's."""
+    """Finish the journalled erasures earlier calls (of any process) left part-way whose owners' leases ran out;
+    nothing when there is none. A journal whose owner is still at it is the owner's."""
     taken = await store._write(lambda tx: run_rows(
         tx, TAKE_OVER, {"owner": store.erasure_owner, "lease_s": store.erasure_lease_s}))
     done: list[DeleteCounts] = []
