@@ -114,7 +114,8 @@ async def run_api(rt: "Runtime", *, api: ApiSettings | None = None,
 
     async def warm() -> None:
         with warming:  # in the background: the API answers meanwhile, a group not yet loaded loads on first use
-            await warm_recall_indexes(rt.engine, rt.settings.memory.warm_groups, rt.metrics)
+            await warm_recall_indexes(rt.engine, rt.settings.memory.warm_groups, rt.metrics,
+                                      rt.settings.memory.warm_groups_prefix)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(warm)

@@ -180,6 +180,9 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
             engine = await open_engine(settings, metrics.llm) if need_engine else None
             if engine is not None:
                 engine.observe_graph_skips(lambda _group, _ms: metrics.graph_hops_skipped.inc())
+                observe_deadlocks = getattr(engine.store, "observe_deadlocks", None)  # a store whose writers can deadlock
+                if observe_deadlocks is not None:
+                    observe_deadlocks(lambda outcome: metrics.store_deadlocks.labels(outcome=outcome).inc())
                 if isinstance(engine.extractor, ProcessSplitExtractor):
                     engine.extractor.on_failure.append(metrics.parse_child_failures.inc)
             if engine is not None and warm:

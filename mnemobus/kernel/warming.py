@@ -22,14 +22,16 @@ from mnemobus.store.contract import Warming
 log = logging.getLogger("mnemobus.warming")
 
 
-async def warm_recall_indexes(engine: MemoryEngine | None, max_groups: int, metrics: PipelineMetrics) -> list[GroupId]:
-    """Load up to `max_groups` groups, most recently written first, unless this engine was warmed already; the
-    groups loaded. A failure is logged and counted, never raised: a cold cache is slower, never wrong."""
+async def warm_recall_indexes(engine: MemoryEngine | None, max_groups: int, metrics: PipelineMetrics,
+                              groups_prefix: str = "") -> list[GroupId]:
+    """Load up to `max_groups` groups (of those whose id starts with `groups_prefix`), most recently written first,
+    unless this engine was warmed already; the groups loaded. A failure is logged and counted, never raised: a
+    cold cache is slower, never wrong."""
     if engine is None or max_groups <= 0 or not isinstance(engine.store, Warming) or not engine.claim_warming():
         return []
     started = time.perf_counter()
     try:
-        groups = await engine.store.warm(max_groups)
+        groups = await engine.store.warm(max_groups, groups_prefix)
     except Exception as exc:  # noqa: BLE001
         metrics.index_warms.labels(outcome="failed").inc()
         log.warning("warming the recall indexes failed (recall loads each group on first use): %s", exc)

@@ -109,6 +109,9 @@ class Neo4jSettings(Section):
     user: str | None = None
     password: SecretStr | None = None
     database: str | None = None
+    erasure_lease_s: float = Field(default=45.0, ge=5, le=3600, description="a journalled erasure (too large for one "
+                                   "transaction) stays the process's that started it this long after each batch; "
+                                   "another process finishes it only once this runs out (its owner died or failed)")
 
 
 class StoreSettings(Section):
@@ -264,6 +267,8 @@ class MemorySettings(Section):
         default=64, ge=0, description="at start, each plugin or memory API process loads the in-memory indexes of this many of "
         "the most recently written groups (within store.vector_cache_mb), so their first recall after a restart "
         "is not spent loading them (0: none)")
+    warm_groups_prefix: str = Field(default="", description="load only groups whose id starts with this ('': "
+                                    "any): a process that serves part of a store shared with others")
     recall_time_share: float = Field(
         default=0.6, ge=0, description="seconds of recall per second each plugin process may spend (summed over "
         "the recalls it runs at once); past it a recall that would run beside another is skipped (status "

@@ -132,6 +132,10 @@ class PipelineMetrics:
             "may not erase (each also logged by mnemobus.audit), by operation", ["operation"], registry=r)
         self.identity_reloads = Counter(
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)
+        self.store_deadlocks = Counter(
+            "mnemobus_store_deadlocks_total", "Write transactions the store (Neo4j) lost to another writer's "
+            "deadlock, by outcome: replayed (run again and stored) or gave_up (the caller retries)", ["outcome"],
+            registry=r)
         self.llm = LlmMetrics(r)
         self.lifecycle = LifecycleMetrics(r)
         self.communities = CommunityMetrics(r)

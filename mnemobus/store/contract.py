@@ -405,9 +405,10 @@ class Warming(Protocol):
     every restart each active user's first request went on unenriched.
     """
 
-    async def warm(self, max_groups: int) -> list[GroupId]:
+    async def warm(self, max_groups: int, groups_prefix: str = "") -> list[GroupId]:
         """Load the indexes of up to `max_groups` groups, most recently written first, while they fit the
-        memory budget; the groups loaded."""
+        memory budget; the groups loaded. Only groups whose id starts with `groups_prefix` ('': all), for a
+        process that serves part of a shared store (`memory.warm_groups_prefix`)."""
 
 
 def pick_by_type(found: Sequence[tuple[str, T]], types: Sequence[str] | None) -> T:

@@ -69,7 +69,8 @@ class MemoryPlugin:
         """Load the recently active groups' indexes while the first requests arrive (they do not wait for it)."""
         ctx = self.ctx
         assert ctx is not None
-        self.warmed = await warm_recall_indexes(ctx.engine, ctx.settings.memory.warm_groups, ctx.metrics)
+        self.warmed = await warm_recall_indexes(ctx.engine, ctx.settings.memory.warm_groups, ctx.metrics,
+                                                ctx.settings.memory.warm_groups_prefix)
 
     async def _background(self, loop) -> None:  # type: ignore[no-untyped-def]
         """Run a loop until stop() cancels it."""

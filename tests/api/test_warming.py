@@ -32,6 +32,20 @@ async def test_a_started_api_loads_the_recently_written_groups_before_their_firs
             rt.stop.set()
 
 
+async def test_a_started_api_loads_only_the_groups_its_prefix_names(settings: Settings) -> None:
+    await write_groups_in_order(settings, "user_mine_old", "user_mine_new", "user_theirs")
+    scoped = _warming(settings, 2)
+    scoped = scoped.model_copy(update={"memory": scoped.memory.model_copy(update={"warm_groups_prefix": "user_mine_"})})
+    async with open_runtime(scoped) as rt:
+        async with anyio.create_task_group() as tg:
+            await tg.start(functools.partial(run_api, rt, api=ApiSettings(port=0, drain_timeout_s=2)))
+            await until_warmed(rt.metrics)
+            held = {g for g in ("user_mine_old", "user_mine_new", "user_theirs")
+                    if rt.engine.store.graphs.cache.get(g) is not None}
+            assert held == {"user_mine_old", "user_mine_new"}  # the group written last is not its prefix's
+            rt.stop.set()
+
+
 async def test_a_process_serving_both_the_plugin_and_the_api_loads_the_indexes_once(
         settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     await write_groups_in_order(settings, "user_old", "user_new")

@@ -151,6 +151,13 @@ def open_neo4j(neo4j_uri: str) -> Callable[..., contextlib.AbstractAsyncContextM
 
 
 @pytest.fixture
+async def other(neo4j_uri: str) -> AsyncIterator["Neo4jStore"]:
+    """A second store on the same server: another process's writes and reads."""
+    async with opened_neo4j(neo4j_uri) as store:
+        yield store
+
+
+@pytest.fixture
 async def server_only(neo4j_uri: str, neo: "Neo4jStore") -> AsyncIterator["Neo4jStore"]:
     """A Neo4j store without group mirrors: every search and walk is a server read (`neo` deletes the groups
     afterwards)."""

@@ -8,6 +8,7 @@ the same top results. Backends may differ in speed, never in answers.
 from __future__ import annotations
 
 from collections.abc import Callable
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -678,18 +679,20 @@ async def test_both_backends_give_the_same_top_results_on_a_fixed_corpus(
         await neo.close()
 
 
-# exclusive: Neo4j orders groups by the server's time of their last write, so a group another test wrote on the
-# run's shared Neo4j between these two came between them (seen with four workers)
-@pytest.mark.exclusive
+# Not exclusive: warming is scoped to this test's groups (`groups_prefix`), so the groups other workers write on
+# the run's shared Neo4j meanwhile (which came between these two when it was not) are not among those it orders
 async def test_warming_loads_the_most_recently_written_groups_first_and_only_as_many_as_asked(
-    store: GraphStore, group: GroupId, other_group: GroupId
+    store: GraphStore, new_group: Callable[[str], GroupId]
 ) -> None:
+    mine = f"warm{uuid.uuid4().hex[:8]}"
+    older, newer, outside = new_group(mine), new_group(mine), new_group("outside")
     now = datetime.now(UTC)  # later than anything an earlier test left on a shared server
-    for i, g in enumerate((group, other_group)):
+    for i, g in enumerate((older, newer, outside)):  # the group outside the prefix written last
         await put(store, episodes=[episode(g, "m1", f"I live in city {i}.", at=now + timedelta(seconds=i))])
     assert isinstance(store, Warming)
-    assert await store.warm(1) == [other_group]
-    assert (await store.warm(2))[:2] == [other_group, group]
+    prefix = f"t{mine}_"
+    assert await store.warm(1, prefix) == [newer]
+    assert await store.warm(3, prefix) == [newer, older]
 
 
 async def test_erase_residue_after_a_delete_leaves_the_store_readable(store: GraphStore, group: GroupId) -> None:

@@ -22,7 +22,6 @@ from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Fact, RecallQuery, Said
 from mnemobus.store.neo4j import Neo4jStore
 from test_conformance import EMB, T0, alice_graph, episode, said_key, vec  # same folder (pytest prepend import mode)
-from test_neo4j_mirror import other  # noqa: F401 - fixture: a second store on the same server
 from test_neo4j_recall import count_round_trips
 
 pytestmark = pytest.mark.anyio

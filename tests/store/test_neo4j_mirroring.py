@@ -4,6 +4,7 @@ beside other processes' writes is in test_neo4j_mirror.py."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -19,15 +20,17 @@ pytestmark = pytest.mark.anyio
 LATER = T0 + timedelta(days=1)
 
 
-# exclusive: warming takes the groups the shared Neo4j saw written last, and other workers write groups too
-@pytest.mark.exclusive
+# Not exclusive: warming takes the groups the shared Neo4j saw written last, which other workers write too, so it
+# is scoped to this test's groups (`groups_prefix`)
 async def test_warming_mirrors_the_most_recently_written_groups_up_to_the_number_asked(
         open_neo4j: Callable[..., Any], neo: Neo4jStore, new_group: Callable[[str], GroupId]) -> None:
-    older, newer = new_group("older"), new_group("newer")
+    mine = f"warm{uuid.uuid4().hex[:8]}"
+    older, newer = new_group(mine), new_group(mine)
     await alice_graph(neo, older)
     await alice_graph(neo, newer)
     async with open_neo4j() as fresh:
-        assert (await fresh.warm(1), newer in fresh._mirrors, older in fresh._mirrors) == ([newer], True, False)
+        warmed = await fresh.warm(1, f"t{mine}_")
+        assert (warmed, newer in fresh._mirrors, older in fresh._mirrors) == ([newer], True, False)
 
 
 async def test_reads_of_a_group_not_mirrored_yet_share_one_load(

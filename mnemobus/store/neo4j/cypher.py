@@ -102,7 +102,7 @@ NEW_EPOCH = (
 # the groups to warm at start: most recently written first, from one version node a group (reading every episode
 # for its newest took a pass over the whole store); a group written before versions carried the time comes last
 RECENT_GROUPS = (
-    "MATCH (gv:GroupVersion) WHERE EXISTS { MATCH (:Episode {group_id: gv.group_id}) } "
+    "MATCH (gv:GroupVersion) WHERE gv.group_id STARTS WITH $prefix AND EXISTS { MATCH (:Episode {group_id: gv.group_id}) } "
     "RETURN gv.group_id AS g ORDER BY gv.written_at IS NULL, gv.written_at DESC LIMIT $k"
 )
 FACT_MAP = projection("r", FACT_PROPS)
@@ -181,16 +181,18 @@ FLUSH_WRITES = (
 
 # Group locks. A write transaction takes its groups' locks before its first read of them and holds them to commit,
 # so what it read stays true (see overlay.py) and two writers of one group (two workers) never both act on the
-# same fact chain: the second waits for the first to commit, then reads what it wrote. `SET gv.v = gv.v` takes the
-# node's write lock without changing the version. A batch locks (and creates) all its groups at once, sorted, so
+# same fact chain: the second waits for the first to commit, then reads what it wrote. `SET gv.locked_at` takes the
+# node's write lock and reads nothing; the version is read after it, so it is what the writer before committed
+# (`SET gv.v = gv.v`, as before, read the version before the wait and wrote it back after: the group's version
+# went back by one and two commits carried the same one, so a mirror could miss the second's rows). A batch locks (and creates) all its groups at once, sorted, so
 # batches never wait on each other in a cycle; a read of a group not yet locked locks it only if it exists (a read
 # through a transaction must not create nodes: an unknown group has nothing to race on but unique ids).
 LOCK_GROUPS = (
     "UNWIND $groups AS g OPTIONAL MATCH (old:GroupVersion {group_id: g}) WITH g, old IS NULL AS fresh "
     "MERGE (gv:GroupVersion {group_id: g}) ON CREATE SET gv.epoch = randomUUID(), gv.v = 0 "
-    "SET gv.v = gv.v RETURN g, gv.epoch AS e, gv.v AS v, fresh"
+    "SET gv.locked_at = datetime() RETURN g, gv.epoch AS e, gv.v AS v, fresh"
 )
-LOCK_EXISTING_GROUPS = ("UNWIND $groups AS g MATCH (gv:GroupVersion {group_id: g}) SET gv.v = gv.v "
+LOCK_EXISTING_GROUPS = ("UNWIND $groups AS g MATCH (gv:GroupVersion {group_id: g}) SET gv.locked_at = datetime() "
                   "RETURN g, gv.epoch AS e, gv.v AS v, false AS fresh")
 CHAIN_QUERY = (
     "MATCH (s:Entity)-[r:FACT {group_id: $g, subject_id: $s, relation: $rel}]->(o:Entity) "

@@ -197,13 +197,13 @@ class Mirroring:
             await asyncio.sleep(0.05)
         return True
 
-    async def warm(self, max_groups: int) -> list[GroupId]:
+    async def warm(self, max_groups: int, groups_prefix: str = "") -> list[GroupId]:
         """Mirror the most recently written groups (by their version node's time), until `max_groups` or until the
         mirrors fill nine tenths of store.vector_cache_mb; the groups mirrored. Their vector indexes build in
         the background. Once at start, off the request path."""
         if self._mirrors is None or max_groups <= 0:
             return []
-        rows = await self._read_rows(RECENT_GROUPS, k=max_groups)
+        rows = await self._read_rows(RECENT_GROUPS, k=max_groups, prefix=groups_prefix)
         warmed: list[GroupId] = []
         for row in rows:
             if self._mirrors.held_bytes() >= 0.9 * self._mirrors.budget:

@@ -10,9 +10,7 @@ from typing import Any
 import numpy as np
 
 from neo4j import AsyncManagedTransaction, AsyncResult
-from neo4j import exceptions as nx
 
-from mnemobus.shared.errors import StoreUnavailable
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Vector
 from mnemobus.store.model import Entity, Episode, Fact
@@ -194,12 +192,6 @@ def seen_order(row: dict[str, Any]) -> tuple[Any, ...]:
     """An entity row's place in ORDER BY first_seen, id (nulls last, as Neo4j sorts them)."""
     first = as_datetime(row.get("first_seen"))
     return (first is None, first or EPOCH, row["id"])
-
-
-def lost_a_lock_race(exc: StoreUnavailable) -> bool:
-    """The server chose this transaction as the victim of a deadlock: running it again will succeed."""
-    cause = exc.__cause__
-    return isinstance(cause, nx.TransientError) and "DeadlockDetected" in (cause.code or "")
 
 
 async def record_dicts(result: AsyncResult) -> list[dict[str, Any]]:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import socket
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -27,7 +30,7 @@ from mnemobus.store.neo4j.mirroring import Mirroring
 from mnemobus.store.neo4j.retrievals import Retrievals
 from mnemobus.store.neo4j.rows import run_rows
 from mnemobus.store.neo4j.search import Search
-from mnemobus.store.neo4j.tuning import EMBEDDING_DIM, MIN_VERSION, MIRROR_FRESH_S
+from mnemobus.store.neo4j.tuning import EMBEDDING_DIM, ERASURE_LEASE_S, MIN_VERSION, MIRROR_FRESH_S
 from mnemobus.store.neo4j.writes import Writes
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         dim: int = EMBEDDING_DIM,
         vector_cache_mb: int | None = 512,
         mirror_fresh_s: float = MIRROR_FRESH_S,
+        erasure_lease_s: float = ERASURE_LEASE_S,
     ) -> None:
         """`ensure_schema=False` skips creating constraints and indexes at open: for a database whose
         schema an administrator manages (the connecting user may lack schema rights), and for
@@ -61,7 +65,8 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
 
         `vector_cache_mb` bounds the in-process group mirrors (see mirror.py; None: no mirrors,
         every search and walk asks the server). `mirror_fresh_s`: how long a confirmed group version
-        is trusted by a walk without asking again (vector searches always ask; see `walk`)."""
+        is trusted by a walk without asking again (vector searches always ask; see `walk`). `erasure_lease_s`:
+        how long a journalled erasure this store started stays its own after each batch (erasure.py)."""
         self.ensure_schema = ensure_schema
         self.uri = uri
         self._auth = (user, password or "") if user else None
@@ -70,6 +75,9 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         self.max_retry_time_s = max_retry_time_s
         self._driver: AsyncDriver | None = None
         self._write_lock = asyncio.Lock()
+        self._deadlock_observers: list[Callable[[str], None]] = []  # see Writes.observe_deadlocks
+        self.erasure_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.erasure_lease_s = erasure_lease_s
         self._shares: dict[tuple[str, str], tuple[float, int, int]] = {}
         self.server_version: tuple[int, ...] = ()
         self.coalesce_reads = coalesce_reads
@@ -96,7 +104,7 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         """Build from `StoreSettings.neo4j` (uri, user, password, database) and `StoreSettings.vector_cache_mb`."""
         pw = settings.password.get_secret_value() if settings.password is not None else None
         return cls(settings.uri, user=settings.user, password=pw, database=settings.database, dim=dim,
-                   vector_cache_mb=vector_cache_mb)
+                   vector_cache_mb=vector_cache_mb, erasure_lease_s=settings.erasure_lease_s)
 
     async def open(self) -> None:
         """Connect (retrying with backoff while Neo4j is starting or down), check the version, create the schema."""

@@ -24,3 +24,4 @@ RETRIEVAL_WRITE_TIMEOUT_S = 30.0  # the server gives up on a count write (waitin
 DELETE_BATCH = 10_000  # rows of one kind per transaction when a group is deleted
 LOCK_RETRIES = 3  # a batch that lost a deadlock runs again this many times before its works are told to retry
 
+ERASURE_LEASE_S = 45.0  # a journalled erasure stays its owner's this long after each batch (erasure.py)

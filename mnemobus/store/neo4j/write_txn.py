@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 import numpy as np
 
-from neo4j import AsyncTransaction
+from neo4j import AsyncSession, AsyncTransaction
 from neo4j import exceptions as nx
 
 from mnemobus.shared.errors import StoreIntegrityError, episode_id_taken
@@ -16,6 +17,7 @@ from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Prefetch, Vector, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.erasures import GroupErased
+from mnemobus.store.neo4j.deadlocks import GAVE_UP, REPLAYED, is_deadlock, pause_before_try
 from mnemobus.store.neo4j.erasure import HOLD_ERASURES
 from mnemobus.store.neo4j.mirror import GroupMirror
 from mnemobus.store.neo4j.overlay import Overlay, Pending
@@ -24,7 +26,9 @@ from mnemobus.store.neo4j.cypher import (CHAIN_QUERY, ENTITY_MAP, EPISODES_SAYIN
 from mnemobus.store.neo4j.rows import (as_float_list, cosine_score, entity_from_row, entity_params, episode_params,
                                        fact_from_row, fact_params, group_key, lucene_phrase, record_dicts,
                                        seen_order, utc_or_none)
-from mnemobus.store.neo4j.tuning import EXACT_SCAN_MAX
+from mnemobus.store.neo4j.tuning import EXACT_SCAN_MAX, LOCK_RETRIES
+
+log = logging.getLogger("mnemobus.store.neo4j.store")  # one log for the whole store
 
 
 class SplitBatch(Exception):
@@ -43,13 +47,22 @@ class Neo4jWriteTxn:
     the flush instead, always before commit, so the episode is still all-or-nothing. `flushes` counts the
     statements that wrote: a batch (`Neo4jStore.run_transactions`) can drop a failed work's queued rows
     only while none of them was sent.
+
+    A statement the server fails as a deadlock's victim is not the caller's failure: given the session
+    (`again`), the transaction is rolled back and every statement it sent is sent again in a new one, then
+    the failed one (`_replay`), invisibly to the caller, whose code cannot be run twice.
     """
 
     def __init__(self, tx: AsyncTransaction,
                  with_pending: Callable[[str, list[Fact]], list[Fact]] = lambda g, facts: facts,
                  mirror_of: Callable[[str, tuple[str | None, int] | None, bool], Awaitable[GroupMirror | None]] | None = None,
+                 again: AsyncSession | None = None, on_deadlock: Callable[[str], None] = lambda outcome: None,
                  ) -> None:
         self._tx = tx
+        self._again = again  # the session to begin a deadlock victim's next try in
+        self._on_deadlock = on_deadlock
+        self._said: list[tuple[str, dict[str, Any], list[dict[str, Any]]]] = []  # statements sent, and their answers
+        self._from_mirror: set[str] = set()  # groups some answer came from this process's mirror of
         self._with_pending = with_pending  # retrieval counts the store holds but has not written yet
         self._mirror_of = mirror_of  # the group's committed entity vectors, when the store mirrors it
         self._own_vectors: list[tuple[str, str, np.ndarray]] = []  # (group, entity id, vector) written here
@@ -63,14 +76,87 @@ class Neo4jWriteTxn:
         self.broken = False
         self.groups: set[str] = set()  # groups written: their mirrors are stale once this commits
 
+    @property
+    def tx(self) -> AsyncTransaction:
+        """The server transaction: a new one after a replay."""
+        return self._tx
+
     async def _run(self, query: str, **params: Any) -> list[dict[str, Any]]:
         self.round_trips += 1
         try:
-            result = await self._tx.run(query, params)
-            return await record_dicts(result)
+            try:
+                rows = await self._send(query, params)
+            except nx.TransientError as exc:
+                if self._again is None or not is_deadlock(exc):
+                    raise
+                rows = await self._replay(exc, query, params)
         except BaseException:
             self.broken = True  # the server fails the whole transaction with the statement
             raise
+        self._said.append((query, params, rows))
+        return rows
+
+    async def _send(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return await record_dicts(await self._tx.run(query, params))
+
+    async def _replay(self, lost: nx.TransientError, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """The answer to `query` in a new transaction that first sent again all this one had sent.
+
+        Why it is safe: the caller's code decided what to write from the answers it was given, so the replay is
+        what that code would do now if every statement answers as it did before (compared; a replayed write
+        answers what it matched), which `_same` checks; if one does not (the deadlock's winner changed what this
+        transaction had read), the deadlock is raised, the store's error says "retry" and nothing is stored.
+        Rows written twice are not a risk: the first try was rolled back with all it wrote.
+        """
+        assert self._again is not None
+        log.warning("a write transaction lost a deadlock to another writer after %d statement(s); sending them "
+                    "again in a new transaction", len(self._said))
+        for n in range(LOCK_RETRIES):
+            try:
+                await self._tx.rollback()
+            except (nx.Neo4jError, nx.DriverError):
+                pass  # the server had ended it with the deadlock already
+            await pause_before_try(n)
+            try:
+                self._tx = await self._again.begin_transaction()
+                same = True
+                for q, p, said in self._said:
+                    if not self._same(q, await self._send(q, p), said):
+                        same = False
+                        break
+                rows = await self._send(query, params) if same else []
+            except nx.TransientError as exc:
+                if not is_deadlock(exc):
+                    raise
+                lost = exc
+                continue
+            except nx.ConstraintError:  # a row it had written is another writer's now
+                same = False
+            if not same:
+                log.warning("a write transaction that lost a deadlock reads differently now: not replayed, "
+                            "the caller retries")
+                self._on_deadlock(GAVE_UP)
+                raise lost
+            self._on_deadlock(REPLAYED)
+            log.info("a write transaction that lost a deadlock was replayed (try %d)", n + 2)
+            return rows
+        self._on_deadlock(GAVE_UP)
+        raise lost
+
+    def _same(self, query: str, got: list[dict[str, Any]], said: list[dict[str, Any]]) -> bool:
+        """Whether a replayed statement answered as before. A group lock answers the group's version, which the
+        deadlock's winner moved if it wrote the group: the same groups must be locked (none created or gone
+        meanwhile), and a group this transaction read from a mirror must be at the version it was read at (the
+        mirror's answer was not a statement, so it cannot be compared)."""
+        if query not in (LOCK_GROUPS, LOCK_EXISTING_GROUPS):
+            return got == said
+        if [r["g"] for r in got] != [r["g"] for r in said]:
+            return False
+        now = {r["g"]: (None, 0) if r["fresh"] else (r["e"], int(r["v"])) for r in got}
+        if any(now[g] != self.versions.get(g) for g in now if g in self._from_mirror):
+            return False
+        self.versions.update(now)
+        return True
 
     async def lock(self, groups: Iterable[str], *, create: bool = True) -> None:
         """Take the write locks of these groups (sorted), held until the transaction ends."""
@@ -105,6 +191,7 @@ class Neo4jWriteTxn:
             for g in {g for g, _, _ in ahead.similar}:
                 if await self._mirror_of(g, self.versions.get(g), False) is not None:
                     mirrored.add(g)
+        self._from_mirror.update(mirrored)
         await self._read_ahead(replace(ahead, similar=tuple(s for s in ahead.similar if s[0] not in mirrored)))
 
     async def _read_ahead(self, ahead: Prefetch) -> None:
@@ -239,6 +326,7 @@ class Neo4jWriteTxn:
         if read_ahead is not None:
             scores = read_ahead
         elif mirror is not None:
+            self._from_mirror.add(group_id)
             scores = dict(mirror.tables["entity"].search(q, k))
         else:
             scores = await self._similar_on_server(group_id, vector, k)

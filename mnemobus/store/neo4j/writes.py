@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -15,7 +14,8 @@ from mnemobus.shared.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.store.contract import Prefetch, Vector
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.neo4j.cypher import BUMP_VERSIONS, TRANSIENT, VERSION_OF
-from mnemobus.store.neo4j.rows import entity_params, fact_params, lost_a_lock_race, run_rows
+from mnemobus.store.neo4j.deadlocks import GAVE_UP, REPLAYED, lost_a_lock_race, pause_before_try
+from mnemobus.store.neo4j.rows import entity_params, fact_params, run_rows
 from mnemobus.store.neo4j.tuning import LOCK_RETRIES
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
 
@@ -23,45 +23,63 @@ log = logging.getLogger("mnemobus.store.neo4j.store")  # one log for the whole s
 T = TypeVar("T")
 
 
-async def again_after_lost_lock_race(attempt: Callable[[], Awaitable[T]], what: str) -> T:
+async def again_after_lost_lock_race(attempt: Callable[[], Awaitable[T]], what: str,
+                                     on_deadlock: Callable[[str], None] = lambda outcome: None) -> T:
     """Run a whole transaction again when the server chose it as a deadlock's victim (LOCK_RETRIES times at most):
     the other writer has its locks by then, so the next try goes through; any other failure is the caller's."""
     for n in range(LOCK_RETRIES + 1):
         try:
-            return await attempt()
+            result = await attempt()
         except StoreUnavailable as exc:
-            if n == LOCK_RETRIES or not lost_a_lock_race(exc):
+            if not lost_a_lock_race(exc):
                 raise
-            log.info("%s lost a deadlock to another writer; running it again", what)
-            await asyncio.sleep(0.01 * 2**n)
+            if n == LOCK_RETRIES:
+                on_deadlock(GAVE_UP)
+                raise
+            log.warning("%s lost a deadlock to another writer; running it again", what)
+            await pause_before_try(n)
+            continue
+        if n:
+            on_deadlock(REPLAYED)
+        return result
     raise AssertionError("unreachable")
 
 
 class Writes:
     """A part of Neo4jStore (store.py), which holds the driver, the locks and the caches these use."""
 
+    def observe_deadlocks(self, observer: Callable[[str], None]) -> None:
+        """`observer(outcome)` once per write transaction that lost a deadlock to another writer: REPLAYED (it ran
+        again and was stored) or GAVE_UP (the caller was told to retry); see deadlocks.py."""
+        self._deadlock_observers.append(observer)
+
+    def _deadlocked(self, outcome: str) -> None:
+        for observer in self._deadlock_observers:
+            observer(outcome)
+
     @asynccontextmanager
     async def _write_txn(self) -> AsyncIterator[Neo4jWriteTxn]:
         """An explicit transaction behind a WriteTxn: flushed and committed on normal exit, rolled back otherwise.
 
-        The caller holds the write lock. Committed groups' mirrors are marked unconfirmed.
+        The caller holds the write lock. Committed groups' mirrors are marked unconfirmed. A statement that loses
+        a deadlock is replayed in a new transaction of the same session (Neo4jWriteTxn._replay).
         """
         try:
             async with self._open_driver().session(database=self.database) as s:
-                tx = await s.begin_transaction()
-                wtx = Neo4jWriteTxn(tx, self._with_pending,
-                                     lambda g, known, load: self._mirror(g, confirm=True, known=known, load=load))
+                wtx = Neo4jWriteTxn(await s.begin_transaction(), self._with_pending,
+                                    lambda g, known, load: self._mirror(g, confirm=True, known=known, load=load),
+                                    again=s, on_deadlock=self._deadlocked)
                 try:
                     yield wtx
                     await wtx.flush()
                 except BaseException:
                     try:
-                        await tx.rollback()
+                        await wtx.tx.rollback()
                     except TRANSIENT:
                         pass  # the server drops an unfinished transaction when the connection goes
                     raise
                 with self._committing(wtx.groups):
-                    await tx.commit()
+                    await wtx.tx.commit()
         except nx.ConstraintError as exc:
             raise StoreIntegrityError(f"Neo4j refused the write: {exc.message}") from exc
         except TRANSIENT as exc:
@@ -101,7 +119,7 @@ class Writes:
 
         async with self._write_lock:
             try:
-                done = await again_after_lost_lock_race(batch, f"a batch of {len(works)} writes")
+                done = await again_after_lost_lock_race(batch, f"a batch of {len(works)} writes", self._deadlocked)
             except StoreUnavailable as exc:
                 return [exc for _ in works]
         if done is not None:
@@ -115,7 +133,8 @@ class Writes:
                 continue
             result: T | Exception
             try:
-                result = await again_after_lost_lock_race(functools.partial(self._alone, work), "a write")
+                result = await again_after_lost_lock_race(functools.partial(self._alone, work), "a write",
+                                                          self._deadlocked)
             except Exception as exc:  # noqa: BLE001 - returned in the work's slot
                 result = exc
             out.append(result)

@@ -747,13 +747,14 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
 
         return await self._read(q)
 
-    async def warm(self, max_groups: int) -> list[GroupId]:
+    async def warm(self, max_groups: int, groups_prefix: str = "") -> list[GroupId]:
         """Most recently written groups first (the newest episode rowid of each), each loaded whole (its graph and
         its three vector matrices), until `max_groups` or until the vectors fill nine tenths of their budget."""
 
         def q(c: sqlite3.Connection) -> list[GroupId]:
             recent = [GroupId(g) for (g,) in c.execute(
-                "SELECT group_id FROM episodes GROUP BY group_id ORDER BY max(rowid) DESC LIMIT ?", (max_groups,))]
+                "SELECT group_id FROM episodes WHERE substr(group_id, 1, ?) = ? GROUP BY group_id "
+                "ORDER BY max(rowid) DESC LIMIT ?", (len(groups_prefix), groups_prefix, max_groups))]
             warmed: list[GroupId] = []
             for group_id in recent:
                 if self.vectors.held_bytes() >= 0.9 * self.vectors.budget:

@@ -1,0 +1,38 @@
+"""Deadlocks between writers of one Neo4j: which failure is one, and how long the loser waits before it tries again.
+
+Why: several workers (processes) write one server. Each transaction takes its groups' version-node locks sorted,
+but a transaction that reads a group it had not named first, the unique-constraint index entries of new rows and
+the endpoints of new relationships are locked in the order the statement meets them, so two writers can still
+wait on each other in a circle. The server then fails one of them (`DeadlockDetected`, a TransientError) and the
+other goes on; the loser's transaction is rolled back and runs again (write_txn.py replays it, writes.py re-runs a
+batch), at most LOCK_RETRIES times, after a pause that grows and is jittered so two losers do not meet again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from neo4j import exceptions as nx
+
+from mnemobus.shared.errors import StoreUnavailable
+
+#: what an observer of the store's deadlocks is told (Writes.observe_deadlocks, the metric
+#: mnemobus_store_deadlocks_total): the transaction ran again and was stored, or it could not be (its reads
+#: answered differently the second time, or it lost every try) and the caller was told to retry
+REPLAYED, GAVE_UP = "replayed", "gave_up"
+
+
+def is_deadlock(exc: BaseException) -> bool:
+    """The server chose this transaction as the victim of a deadlock: running it again will succeed."""
+    return isinstance(exc, nx.TransientError) and "DeadlockDetected" in (exc.code or "")
+
+
+def lost_a_lock_race(exc: StoreUnavailable) -> bool:
+    """A write failed because it was a deadlock's victim (the store's error wraps the server's)."""
+    return exc.__cause__ is not None and is_deadlock(exc.__cause__)
+
+
+async def pause_before_try(n: int) -> None:
+    """Before try n+1 (n >= 0): 10 ms doubling, each between half and one and a half of that."""
+    await asyncio.sleep(0.01 * 2**n * random.uniform(0.5, 1.5))
