@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mnemobus.store.sqlite.vectors import VectorCache
+from mnemobus.store.vectors import grown
 
 DIM = 32
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,3 +115,29 @@ async def test_closing_the_store_waits_for_its_index_builds(tmp_path: Path) -> N
     building = list(store.vectors._builders)
     await store.close()
     assert building and not any(t.is_alive() for t in building)
+
+
+def test_groups_read_whole_fit_a_budget_of_exactly_their_rows(tmp_path: Path) -> None:
+    # a group read from the file whole takes its rows' bytes, no room for growth: two groups of 2,000 rows fit
+    # a budget of exactly 4,000 rows, and asking the first again reads nothing from the file (issue 37: a quarter
+    # of room each made a 100k group's matrices overflow the default budget, evicted and re-read every recall)
+    rows = _clustered(2000)
+    conn = _db(tmp_path / "v.db", rows, group="a")
+    _db(tmp_path / "v.db", rows, group="b", start=len(rows)).close()
+    cache = VectorCache(DIM, 2 * rows.nbytes, ann_min_rows=10**9)
+    cache.search(conn, "facts", "a", rows[0], 5)
+    cache.search(conn, "facts", "b", rows[0], 5)
+    reads: list[str] = []
+    conn.set_trace_callback(lambda sql: reads.append(sql) if "embedding" in sql else None)
+    assert cache.search(conn, "facts", "a", rows[7], 1) == [("f7", pytest.approx(1.0))]
+    assert reads == []
+
+
+def test_a_matrix_read_whole_grows_by_a_quarter_once_rows_are_appended() -> None:
+    # shared by both stores' vector caches (the Neo4j mirror too) and the fact graph's arrays
+    first = grown(None, 0, 1000, (DIM,), np.float32)
+    first[:] = 1.0
+    assert first.shape == (1000, DIM)
+    assert grown(first, 1000, 1000, (DIM,), np.float32) is first
+    more = grown(first, 1000, 1001, (DIM,), np.float32)
+    assert more.shape == (1251, DIM) and (more[:1000] == 1.0).all()
