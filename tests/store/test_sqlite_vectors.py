@@ -141,3 +141,21 @@ def test_a_matrix_read_whole_grows_by_a_quarter_once_rows_are_appended() -> None
     assert grown(first, 1000, 1000, (DIM,), np.float32) is first
     more = grown(first, 1000, 1001, (DIM,), np.float32)
     assert more.shape == (1251, DIM) and (more[:1000] == 1.0).all()
+
+
+def test_a_budget_too_small_for_one_groups_matrices_is_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # the group's facts and turns do not fit together: each search of one evicts the other, re-read from the file
+    # at every recall, which nothing showed (issue 37: 10x the latency at 100k facts and turns)
+    rows = _clustered(2000)
+    conn = _db(tmp_path / "v.db", rows)
+    conn.execute("CREATE TABLE episodes(id TEXT PRIMARY KEY, group_id TEXT, embedding BLOB)")
+    conn.executemany("INSERT INTO episodes VALUES (?,?,?)", [(f"e{i}", "g", r.tobytes()) for i, r in enumerate(rows)])
+    conn.commit()
+    cache = VectorCache(DIM, rows.nbytes + rows.nbytes // 2, ann_min_rows=10**9)
+    with caplog.at_level("WARNING", logger="mnemobus.store.sqlite.vectors"):
+        cache.search(conn, "facts", "g", rows[0], 5)
+        assert not caplog.records
+        cache.search(conn, "episodes", "g", rows[0], 5)
+    assert [r.getMessage() for r in caplog.records] == [
+        "store.vector_cache_mb (0.4 MB) cannot hold the vectors of group g: its facts matrix was evicted to make room "
+        "for its own, and is read from the file again at its next search; raise store.vector_cache_mb"]
