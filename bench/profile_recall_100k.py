@@ -4,7 +4,7 @@
 Run: `.venv/bin/python bench/profile_recall_100k.py build|time|breakdown|pyspy [--mode off|bfs|activation|ppr]
 [--n N]`. The store is kept under $BENCH_TMP (default /tmp/mnemobus-recall-100k) with the names its queries draw
 from, so repeated runs (and a second checkout, for an alternated A/B) skip the 2-minute load. `time` prints p50/p99
-for the mode; `breakdown` the wall time per store read a recall (they all run on one thread, in one snapshot);
+for the mode; `breakdown` the wall time per store read a recall (a read waiting on the page cache shows too) (they all run on one thread, in one snapshot);
 `pyspy` records a flame graph of `time` into bench/profiles/.
 """
 
@@ -76,8 +76,8 @@ async def timed(mode: str, n: int, spent: dict[str, float] | None = None) -> dic
         await engine.recall(RecallQuery(q, (group,), as_of=now))
     store.vectors.wait_for_indexes()
     if spent is not None:
-        for name in STORE_STEPS:
-            setattr(store, name, _wall(spent, name, getattr(store, name)))
+        for name in (*STORE_STEPS, "entity_links"):  # entity_links: the graph step's reads
+            setattr(store, name, _timed(spent, name, getattr(store, name), time.perf_counter))
     lat = []
     for q in qs:
         t = time.perf_counter()
@@ -85,17 +85,6 @@ async def timed(mode: str, n: int, spent: dict[str, float] | None = None) -> dic
         lat.append(time.perf_counter() - t)
     await engine.close()
     return {**summary_ms(lat), "max_ms": round(1000 * max(lat), 3)}
-
-
-def _wall(spent: dict[str, float], name: str, fn):  # type: ignore[no-untyped-def]
-    """As profile_request's `_timed`, by the wall clock: a read waiting on the page cache shows here too."""
-    async def wrapper(*a, **k):  # type: ignore[no-untyped-def]
-        t = time.perf_counter()
-        try:
-            return await fn(*a, **k)
-        finally:
-            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
-    return wrapper if asyncio.iscoroutinefunction(fn) else _timed(spent, name, fn)
 
 
 def main() -> None:
