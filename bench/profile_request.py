@@ -94,25 +94,26 @@ STORE_STEPS = ("search_facts_text", "search_facts_vector", "search_entities_text
                "episode_context", "get_facts", "mark_retrieved", "promoted_in_recall")
 
 
-def _timed(spent: dict[str, float], name: str, fn):  # type: ignore[no-untyped-def]
-    """`fn` with the CPU time of the thread it runs on added to spent[name] (recall's reads share one thread)."""
+def _timed(spent: dict[str, float], name: str, fn, clock=time.thread_time):  # type: ignore[no-untyped-def]
+    """`fn` with the CPU time of the thread it runs on added to spent[name] (recall's reads share one thread);
+    `clock=time.perf_counter` adds wall time instead (a read waiting on the page cache or the scheduler)."""
     import inspect
 
     if inspect.iscoroutinefunction(fn):
         async def async_wrapper(*a, **k):  # type: ignore[no-untyped-def]
-            t = time.thread_time()
+            t = clock()
             try:
                 return await fn(*a, **k)
             finally:
-                spent[name] = spent.get(name, 0.0) + time.thread_time() - t
+                spent[name] = spent.get(name, 0.0) + clock() - t
         return async_wrapper
 
     def wrapper(*a, **k):  # type: ignore[no-untyped-def]
-        t = time.thread_time()
+        t = clock()
         try:
             return fn(*a, **k)
         finally:
-            spent[name] = spent.get(name, 0.0) + time.thread_time() - t
+            spent[name] = spent.get(name, 0.0) + clock() - t
     return wrapper
 
 

@@ -24,10 +24,13 @@ def grown(array: np.ndarray | None, size: int, need: int, shape: tuple[int, ...]
     """`array` with room for `need` rows, its first `size` rows kept; the same array when it already fits.
 
     Grows by a quarter at a time: appends one episode's rows at a time would otherwise copy the matrix each time.
+    The first allocation (a group read from the file whole) is exact: its quarter of room was a fifth of the
+    cache's budget, so a group of 100k facts and 100k turns no longer fitted the default budget with its two
+    indexes, and recall scanned while the cache evicted and rebuilt them (docs/performance.md, issue 37).
     """
     if array is not None and need <= array.shape[0]:
         return array
-    capacity = max(need, 64, int(need * 1.25))
+    capacity = need if array is None else max(need, 64, int(need * 1.25))
     out = np.empty((capacity, *shape), dtype=dtype)
     if array is not None and size:
         out[:size] = array[:size]

@@ -60,6 +60,20 @@ async def test_entity_links_caps_each_entity_but_counts_all_its_links(store: Gra
     assert (links.mentions, links.mention_degree) == (((g["rex"].id, g["eps"][2].id),), {g["rex"].id: 2})
 
 
+async def test_entity_links_lists_turns_said_at_the_same_time_by_id(store: GraphStore, group: GroupId) -> None:
+    # the cap keeps the same turn on both backends (SQLite ranks them in Python since issue 37, Neo4j in Cypher)
+    rex = entity(group, "Rex", kind="animal")
+    eps = [episode(group, f"same{i}", f"Rex barked {i}") for i in range(4)]
+    async with store.transaction() as tx:
+        await tx.insert_entity(rex, vec(rex.name))
+        for ep in eps:
+            await tx.insert_episode(ep, screened=False, embedding=vec(ep.content))
+            await tx.link_episode_entity(group, ep.id, rex.id)
+    links = await store.entity_links(group, [rex.id], as_of=T0 + timedelta(days=1), per_entity=2)
+    assert links.mentions == tuple((rex.id, i) for i in sorted(ep.id for ep in eps)[:2])
+    assert links.mention_degree == {rex.id: 4}
+
+
 async def test_entity_links_leaves_out_episodes_said_after_as_of(store: GraphStore, group: GroupId) -> None:
     g = await three_turns(store, group)
     links = await store.entity_links(group, [g["rex"].id], as_of=T0 + timedelta(minutes=2), per_entity=10)

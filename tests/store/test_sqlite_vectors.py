@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mnemobus.store.sqlite.vectors import VectorCache
+from mnemobus.store.vectors import grown
 
 DIM = 32
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,3 +115,47 @@ async def test_closing_the_store_waits_for_its_index_builds(tmp_path: Path) -> N
     building = list(store.vectors._builders)
     await store.close()
     assert building and not any(t.is_alive() for t in building)
+
+
+def test_groups_read_whole_fit_a_budget_of_exactly_their_rows(tmp_path: Path) -> None:
+    # a group read from the file whole takes its rows' bytes, no room for growth: two groups of 2,000 rows fit
+    # a budget of exactly 4,000 rows, and asking the first again reads nothing from the file (issue 37: a quarter
+    # of room each made a 100k group's matrices overflow the default budget, evicted and re-read every recall)
+    rows = _clustered(2000)
+    conn = _db(tmp_path / "v.db", rows, group="a")
+    _db(tmp_path / "v.db", rows, group="b", start=len(rows)).close()
+    cache = VectorCache(DIM, 2 * rows.nbytes, ann_min_rows=10**9)
+    cache.search(conn, "facts", "a", rows[0], 5)
+    cache.search(conn, "facts", "b", rows[0], 5)
+    reads: list[str] = []
+    conn.set_trace_callback(lambda sql: reads.append(sql) if "embedding" in sql else None)
+    assert cache.search(conn, "facts", "a", rows[7], 1) == [("f7", pytest.approx(1.0))]
+    assert reads == []
+
+
+def test_a_matrix_read_whole_grows_by_a_quarter_once_rows_are_appended() -> None:
+    # shared by both stores' vector caches (the Neo4j mirror too) and the fact graph's arrays
+    first = grown(None, 0, 1000, (DIM,), np.float32)
+    first[:] = 1.0
+    assert first.shape == (1000, DIM)
+    assert grown(first, 1000, 1000, (DIM,), np.float32) is first
+    more = grown(first, 1000, 1001, (DIM,), np.float32)
+    assert more.shape == (1251, DIM) and (more[:1000] == 1.0).all()
+
+
+def test_a_budget_too_small_for_one_groups_matrices_is_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # the group's facts and turns do not fit together: each search of one evicts the other, re-read from the file
+    # at every recall, which nothing showed (issue 37: 10x the latency at 100k facts and turns)
+    rows = _clustered(2000)
+    conn = _db(tmp_path / "v.db", rows)
+    conn.execute("CREATE TABLE episodes(id TEXT PRIMARY KEY, group_id TEXT, embedding BLOB)")
+    conn.executemany("INSERT INTO episodes VALUES (?,?,?)", [(f"e{i}", "g", r.tobytes()) for i, r in enumerate(rows)])
+    conn.commit()
+    cache = VectorCache(DIM, rows.nbytes + rows.nbytes // 2, ann_min_rows=10**9)
+    with caplog.at_level("WARNING", logger="mnemobus.store.sqlite.vectors"):
+        cache.search(conn, "facts", "g", rows[0], 5)
+        assert not caplog.records
+        cache.search(conn, "episodes", "g", rows[0], 5)
+    assert [r.getMessage() for r in caplog.records] == [
+        "store.vector_cache_mb (0.4 MB) cannot hold the vectors of group g: its facts matrix was evicted to make room "
+        "for its own, and is read from the file again at its next search; raise store.vector_cache_mb"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mnemobus.shared.logthrottle import ThrottledLog
 from mnemobus.store.vectors import ANN_MIN_ROWS, RESCORE_FACTOR, IvfIndex, built_index, grown, single_threaded_blas, top_k, top_up_or_rebuild
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ class VectorCache:
         self._mats: OrderedDict[tuple[str, str], _Matrix] = OrderedDict()
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._crowded_log = ThrottledLog(log)  # a group too large for the budget is met at every recall: 1 line/10 s
 
     def _key_lock(self, key: tuple[str, str]) -> threading.Lock:
         with self._lock:
@@ -138,7 +140,7 @@ class VectorCache:
             result = [(ids[i], s, rowids[i]) for i, s in zip(top.tolist(), scores.tolist())]
             grew = mat.nbytes != held
         if grew:  # only growth can pass the budget, so a search that grew nothing skips summing every group's size
-            self._evict()
+            self._evict(group_id)
         return result
 
     def _current(self, conn: sqlite3.Connection, table: str, group_id: str,
@@ -186,7 +188,7 @@ class VectorCache:
                     index.add(mat.rows[n : mat.size])
                     mat.ann = index
                 mat.building = False
-            self._evict()  # the index adds to what the cache holds
+            self._evict(key[1])  # the index adds to what the cache holds
 
         if not self.background:
             mat.building = False
@@ -203,9 +205,20 @@ class VectorCache:
         for thread in list(self._builders):
             thread.join(timeout)
 
-    def _evict(self) -> None:
+    def _evict(self, grown_group: str | None = None) -> None:
+        """Least recently used first, down to the budget. A matrix of the group that just grew evicted means the
+        budget cannot hold that group's matrices: each recall then re-reads one from the file and exact-scans it
+        while its index is rebuilt (10x the latency at 100k facts and turns, issue 37), so that is said."""
+        crowded: list[str] = []
         with self._lock:
             total = sum(m.nbytes for m in self._mats.values())
             while total > self.budget and len(self._mats) > 1:
-                _, mat = self._mats.popitem(last=False)
+                (table, group), mat = self._mats.popitem(last=False)
                 total -= mat.nbytes
+                if group == grown_group:
+                    crowded.append(table)
+        if crowded:
+            self._crowded_log.warning("vector_cache_crowded", "store.vector_cache_mb (%g MB) cannot hold the vectors of "
+                                 "group %s: its %s matrix was evicted to make room for its own, and is read from "
+                                 "the file again at its next search; raise store.vector_cache_mb",
+                                 round(self.budget / 2**20, 1), grown_group, "/".join(crowded))
