@@ -22,7 +22,6 @@ from pydantic import SecretStr
 
 from mnemobus.kernel import extensions
 from mnemobus.bus.connection import Bus
-from mnemobus.engine.parse_process import ProcessSplitExtractor
 from mnemobus.bus.permissions import EMBEDDED_USER, nats_single_user
 from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.shared.config import NatsSettings, Settings
@@ -180,8 +179,7 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
             engine = await open_engine(settings, metrics.llm) if need_engine else None
             if engine is not None:
                 engine.observe_graph_skips(lambda _group, _ms: metrics.graph_hops_skipped.inc())
-                if isinstance(engine.extractor, ProcessSplitExtractor):
-                    engine.extractor.on_failure.append(metrics.parse_child_failures.inc)
+                engine.observe_extractor_failures(metrics.parse_child_failures.inc)
             if engine is not None and warm:
                 await warm_engine(engine)
             try:
