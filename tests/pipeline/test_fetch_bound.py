@@ -94,11 +94,11 @@ async def test_nats_py_fetch_hands_over_every_delivery_in_its_inbox_and_one_more
         await consumer.close()
 
 
-async def with_waiting_in_inbox(rt: Runtime, published: int, waiting: int,
-                                fates: list[tuple[str, int]]) -> DurableConsumer:
+async def with_waiting_in_inbox(rt: Runtime, published: int, waiting: int, fates: list[tuple[str, int]],
+                                ack_wait_s: float = 60) -> DurableConsumer:
     """An open consumer, `published` messages on its stream, the first `waiting` of them delivered to its inbox."""
     await rt.bus.ensure_streams()
-    consumer = consumer_on(rt.bus, kept=fates)
+    consumer = consumer_on(rt.bus, kept=fates, ack_wait_s=ack_wait_s)
     await consumer.declare()
     await consumer.open()
     await publish(rt.bus, published)
@@ -174,6 +174,34 @@ async def a_worker(rt: Runtime, stop: anyio.Event, gates: Gates) -> AsyncIterato
 async def entered(gate: anyio.Event) -> None:
     with anyio.fail_after(30):
         await gate.wait()
+
+
+async def test_deliveries_waiting_in_the_inbox_are_adopted_and_kept_in_progress_until_handed_out(
+        settings: Settings) -> None:
+    """ack_wait is 1.5 s. Of four deliveries adopted from the inbox, one is taken out and left alone: the server
+    delivers it again, to another subscription, once its ack_wait is up; the three still kept are not."""
+    async with open_runtime(settings) as rt:
+        fates: list[tuple[str, int]] = []
+        first = await with_waiting_in_inbox(rt, 4, 4, fates, ack_wait_s=1.5)
+        await first.adopt_waiting()
+        assert len(first.surplus) == 4 and sum(n for fate, n in fates if fate == "kept") == 4
+        left_alone = first.surplus.take(1)
+        second = consumer_on(rt.bus, ack_wait_s=1.5)
+        await second.open()
+        async with anyio.create_task_group() as tg:
+            async def keeping() -> None:
+                while True:
+                    assert await first.surplus.keep_in_progress() == 0
+                    await anyio.sleep(0.3)
+
+            tg.start_soon(keeping)
+            again = await second.fetch(4, timeout_s=10)  # ends once the one left alone comes back
+            tg.cancel_scope.cancel()
+        assert seqs(again) == seqs(left_alone) == [1] and again[0].attempts == 2
+        kept = await first.fetch(4, timeout_s=5)
+        assert seqs(kept) == [2, 3, 4] and [d.attempts for d in kept] == [1, 1, 1]
+        await first.close()
+        await second.close()
 
 
 def with_worker(settings: Settings, **worker: object) -> Settings:
