@@ -7,18 +7,21 @@ are the bus's business. The worker imports no NATS client.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
 import nats.js.errors
-from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from mnemobus.bus.connection import Bus
+from mnemobus.bus.delivery import Delivery, SettleFailed
+from mnemobus.bus.surplus import Surplus
+
+__all__ = ["Delivery", "DurableConsumer", "DurableConsumerConfig", "FetchFailed", "FetchProtocolError", "SettleFailed"]
 
 log = logging.getLogger("mnemobus.bus.consumer")
 
@@ -33,23 +36,6 @@ class FetchFailed(Exception):
     def __init__(self, kind: str) -> None:
         super().__init__(kind)
         self.kind = kind
-
-
-class SettleFailed(Exception):
-    """The bus did not confirm an ack, nak or in-progress mark (`kind` names the client's failure): the server
-    keeps the message and delivers it again after ack_wait, where it is found already stored."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self.kind = kind
-
-
-@contextlib.contextmanager
-def _settling() -> Iterator[None]:
-    try:
-        yield
-    except (nats.errors.Error, TimeoutError, ConnectionError) as exc:
-        raise SettleFailed(type(exc).__name__) from exc
 
 
 class FetchProtocolError(Exception):
@@ -67,62 +53,17 @@ class DurableConsumerConfig:
     replicas: int
 
 
-class Delivery:
-    """One message of a fetched batch: what it says, how often it came, and how to settle it."""
-
-    def __init__(self, msg: Msg, timeout_s: float) -> None:
-        self._msg = msg
-        self._timeout_s = timeout_s
-
-    @property
-    def subject(self) -> str:
-        return self._msg.subject
-
-    @property
-    def data(self) -> bytes:
-        return self._msg.data
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return dict(self._msg.headers or {})
-
-    def is_ours(self, stream: str, durable: str) -> bool:
-        """A delivery of `durable` on `stream`: its reply is that consumer's `$JS.ACK` subject. Anything else on
-        the fetch inbox was put there by someone else (a reply to a request that named our inbox)."""
-        try:
-            meta = self._msg.metadata
-        except nats.errors.NotJSMessageError:
-            return False
-        return meta.stream == stream and meta.consumer == durable
-
-    @property
-    def attempts(self) -> int:
-        """This delivery's number: 1 the first time, up to max_deliver."""
-        return self._msg.metadata.num_delivered if self._msg.metadata else 1
-
-    async def ack(self) -> None:
-        """Done with it, confirmed by the server (a lost ack would bring it back after ack_wait)."""
-        with _settling():
-            await self._msg.ack_sync(timeout=self._timeout_s)
-
-    async def nak(self, delay_s: float) -> None:
-        """Deliver it again after `delay_s`."""
-        with _settling():
-            await self._msg.nak(delay=delay_s)
-
-    async def in_progress(self) -> None:
-        """Still being worked on: restart its ack_wait clock."""
-        with _settling():
-            await self._msg.in_progress()
-
-
 class DurableConsumer:
     """The durable pull consumer of one stream, declared (idempotently) before fetching and after every outage."""
 
-    def __init__(self, bus: Bus, config: DurableConsumerConfig) -> None:
+    def __init__(self, bus: Bus, config: DurableConsumerConfig, *,
+                 observe_surplus: Callable[[str, int], None] | None = None) -> None:
+        """`observe_surplus(fate, n)` is told of deliveries kept beyond a batch and of their fate (surplus.FATES)."""
         self.bus = bus
         self.config = config
         self._sub: Any = None
+        self.surplus = Surplus(observe_surplus)
+        self._fetching = False
 
     def _server_config(self) -> ConsumerConfig:
         c = self.config
@@ -144,6 +85,9 @@ class DurableConsumer:
         return self._sub._deliver if self._sub is not None else None  # noqa: SLF001 - nats-py names it nowhere else
 
     async def close(self) -> None:
+        """Kept deliveries given back first (redelivered at once), then the subscription ended."""
+        if self._sub is not None:
+            await self.surplus.give_back()
         sub, self._sub = self._sub, None
         if sub is None:
             return
@@ -153,10 +97,14 @@ class DurableConsumer:
             log.debug("consumer subscription not closed cleanly: %s", exc)
 
     async def fetch(self, batch: int, timeout_s: float) -> list[Delivery]:
-        """Up to `batch` deliveries; [] when none came within `timeout_s`; FetchFailed when the bus is away;
-        FetchProtocolError for a status message no server sends a pull request."""
+        """Up to `batch` deliveries, never more; [] when none came within `timeout_s`; FetchFailed when the bus is
+        away; FetchProtocolError for a status message no server sends a pull request. Deliveries kept from an
+        earlier fetch come first, at once and without asking the server (surplus.py: why a fetch brings more)."""
         if self._sub is None:
             raise RuntimeError("fetch() before open()")
+        if self.surplus:
+            return self.surplus.take(batch)
+        self._fetching = True
         try:
             msgs = await self._sub.fetch(batch, timeout=timeout_s)
         except (nats.errors.TimeoutError, TimeoutError):
@@ -165,8 +113,25 @@ class DurableConsumer:
             raise FetchFailed(type(exc).__name__) from exc
         except nats.js.errors.APIError as exc:  # a status the pull protocol has no use for, e.g. one a stranger sent
             raise FetchProtocolError(f"status {exc.code}: {exc.description}") from exc
+        finally:
+            self._fetching = False
         timeout = self.bus.settings.request_timeout_s
-        return [Delivery(m, timeout) for m in msgs]
+        return self.surplus.bound([Delivery(m, timeout) for m in msgs], batch)
+
+    async def adopt_waiting(self) -> None:
+        """Deliveries waiting in the inbox while no fetch reads it (a pull request outlived its fetch while every
+        batch slot was busy) join the surplus, so they too are kept in progress; the next fetch hands them out."""
+        if self._sub is None:
+            return
+        inbox = self._sub._sub  # noqa: SLF001 - nats-py's subscription under the pull one: the only way to read it
+        timeout = self.bus.settings.request_timeout_s
+        while self._sub.pending_msgs > 0 and not self._fetching:
+            try:
+                msg = await inbox.next_msg(timeout=0.05)  # there at once unless a fetch that began took it first
+            except nats.errors.Error:
+                return
+            if not JetStreamContext.is_status_msg(msg):  # a status ends a pull request nobody waits on any more
+                self.surplus.keep([Delivery(msg, timeout)])
 
     async def pending(self) -> tuple[int, int]:
         """(not yet delivered, delivered and not yet acked)."""

@@ -8,7 +8,7 @@ snapshots, edge history). Nothing here knows which backend it holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 import anyio.to_thread
@@ -50,6 +50,9 @@ class MemoryEngine:
         self._ingestor = Ingestor(store, self.extractor, embedder, disambiguator, meaning)
         self._warming_claimed = False
         self._hop_skipped: list[HopSkipped] = []
+        self._extractor_failed: list[Callable[[], None]] = []
+        if (told := getattr(self.extractor, "on_failure", None)) is not None:  # an extractor that can lose work
+            told.append(self._extractor_failure)
 
     def claim_warming(self) -> bool:
         """True once per engine: the first role that serves recalls loads the indexes, the others do not again."""
@@ -80,6 +83,15 @@ class MemoryEngine:
     def _graph_skipped(self, group: GroupId, first_hop_ms: float) -> None:
         for observe in self._hop_skipped:
             observe(group, first_hop_ms)
+
+    def observe_extractor_failures(self, observer: Callable[[], None]) -> None:
+        """Tell `observer()` whenever the extractor loses work it was given (a parse child that died or hung: its
+        chunks fail and are redelivered), whichever extractor it is (the process's metrics: open_runtime)."""
+        self._extractor_failed.append(observer)
+
+    def _extractor_failure(self) -> None:
+        for observe in self._extractor_failed:
+            observe()
 
     async def recall(self, query: RecallQuery) -> RecallResult:
         return await recall(self.store, self.embedder, query, self.recipes, self._graph_skipped)

@@ -22,7 +22,6 @@ from pydantic import SecretStr
 
 from mnemobus.kernel import extensions
 from mnemobus.bus.connection import Bus
-from mnemobus.engine.parse_process import ProcessSplitExtractor
 from mnemobus.bus.permissions import EMBEDDED_USER, nats_single_user
 from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.shared.config import NatsSettings, Settings
@@ -183,8 +182,7 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
                 observe_deadlocks = getattr(engine.store, "observe_deadlocks", None)  # a store whose writers can deadlock
                 if observe_deadlocks is not None:
                     observe_deadlocks(lambda outcome: metrics.store_deadlocks.labels(outcome=outcome).inc())
-                if isinstance(engine.extractor, ProcessSplitExtractor):
-                    engine.extractor.on_failure.append(metrics.parse_child_failures.inc)
+                engine.observe_extractor_failures(metrics.parse_child_failures.inc)
             if engine is not None and warm:
                 await warm_engine(engine)
             try:

@@ -75,7 +75,7 @@ class EpisodeWorker:
         self.instance_id = instance_id
         self.echo = echo
         self.dlq = DeadLetterPublisher(bus, metrics)
-        self.consumer = DurableConsumer(bus, self.consumer_config())
+        self.consumer = DurableConsumer(bus, self.consumer_config(), observe_surplus=self._surplus)
         self.processed = 0
         self.last_processed_at: datetime | None = None
         self.restarts = 0
@@ -85,6 +85,9 @@ class EpisodeWorker:
                                            metrics.communities)
         if hasattr(engine, "observe_extraction"):
             engine.observe_extraction(self._extracted)
+
+    def _surplus(self, fate: str, deliveries: int) -> None:
+        self.metrics.worker_fetch_surplus.labels(fate=fate).inc(deliveries)
 
     def _extracted(self, extractor: str, episodes: int, seconds: float) -> None:
         self.metrics.extraction_seconds.labels(extractor=extractor).observe(seconds)
@@ -131,8 +134,11 @@ class EpisodeWorker:
         slots = anyio.Semaphore(self.cfg.batches_in_flight)  # the next batch is extracted while the last commits
         try:
             async with anyio.create_task_group() as batches:
+                batches.start_soon(self._hold_surplus, stop)
                 while not stop.is_set():
                     await slots.acquire()
+                    if stop.is_set():  # stopped while every slot was busy: what is kept was given back
+                        break
                     deliveries = await self._fetch()
                     if not deliveries:
                         slots.release()
@@ -140,6 +146,20 @@ class EpisodeWorker:
                     batches.start_soon(self._work_on, deliveries, slots)
         finally:
             await self.consumer.close()
+
+    async def _hold_surplus(self, stop: anyio.Event) -> None:
+        """Deliveries a fetch brought beyond the batch wait for a free slot, which can take longer than ack_wait
+        (a slow batch): kept in progress meanwhile, or the server would hand them to another worker too. At stop
+        they are given back at once, not after the batches in flight, so another worker can take them."""
+        while not stop.is_set():
+            with anyio.move_on_after(self.cfg.ack_wait_s / 3):
+                await stop.wait()
+            if stop.is_set():
+                break
+            await self.consumer.adopt_waiting()
+            if failed := await self.consumer.surplus.keep_in_progress():
+                self.metrics.worker_in_progress_errors.inc(failed)
+        await self.consumer.surplus.give_back()
 
     async def _fetch(self) -> list[Delivery]:
         """The next batch, or [] at once when the worker is told to stop: an idle fetch would otherwise hold the

@@ -92,6 +92,10 @@ class PipelineMetrics:
         self.worker_slow_batches = Counter(
             "mnemobus_worker_slow_batches_total", "Batches whose storing took longer than ack_wait (kept in progress "
             "meanwhile): a store answering slowly, e.g. a Neo4j just started, planning every query afresh", registry=r)
+        self.worker_fetch_surplus = Counter(
+            "mnemobus_worker_fetch_surplus_total", "Deliveries a fetch brought beyond worker.batch (the client hands "
+            "over every delivery already waiting in its inbox), by fate: kept for the next fetch, given back at stop "
+            "(nak'd, redelivered at once), or give_back_failed (redelivered after ack_wait)", ["fate"], registry=r)
         self.worker_lag = Gauge(
             "mnemobus_worker_pending_episodes", "Episodes waiting for the worker (consumer pending)", registry=r)
         self.store_seconds = Histogram(

@@ -99,10 +99,10 @@ async def test_a_child_that_dies_mid_batch_fails_its_chunks_loudly_and_the_next_
         tmp_path: Path) -> None:
     split = ProcessSplitExtractor()
     told: list[int] = []
-    split.on_failure.append(lambda: told.append(1))  # the process's metric (open_runtime)
     store = SqliteStore(tmp_path / "m.sqlite3")
     await store.open()
     engine = MemoryEngine(store, split, embedder=HashEmbedder())
+    engine.observe_extractor_failures(lambda: told.append(1))  # the process's metric (open_runtime)
     batch = conversations(groups=8, turns=4)
     try:
         async def kill_the_child() -> None:

@@ -35,5 +35,5 @@ async def test_a_full_batch_published_on_the_bus_is_stored_with_the_parse_child_
             rt.stop.set()
         assert stored == [4] * 8
         assert rt.engine.extractor.split_batches >= 1 and rt.engine.extractor.failures == 0
-        assert rt.engine.extractor.on_failure == [rt.metrics.parse_child_failures.inc]  # a lost chunk is counted
+        assert rt.engine._extractor_failed == [rt.metrics.parse_child_failures.inc]  # noqa: SLF001 - a lost chunk is counted
         assert sum([await rt.engine.store.count_facts(f"user_{g}") for g in range(8)]) > 8
