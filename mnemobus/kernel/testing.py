@@ -50,9 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "exclusive(companions=0): no other test of the run runs beside this one (it "
-                            "reads or changes state every test shares, e.g. the Neo4j erasure journal); with "
-                            "companions=1, one other test at a time (it needs most of the machine, not all of it)")
+    config.addinivalue_line("markers", "exclusive: no other test of the run runs beside this one (it reads or "
+                            "changes state every test shares, e.g. the Neo4j erasure journal)")
     workers = getattr(config.option, "numprocesses", None)
     if config.getoption("--nats-url") and workers:
         # every test deletes every stream of the server it is given: two workers on one server would delete
@@ -65,18 +64,6 @@ def pytest_configure(config: pytest.Config) -> None:
 #: turn left out): the hand-out order's estimate; written by a run with MNEMOBUS_TEST_DURATIONS_OUT=<file>
 DURATIONS_FILE = Path("tests") / "durations.json"
 DURATIONS_OUT_ENV = "MNEMOBUS_TEST_DURATIONS_OUT"
-
-
-def companions(item: pytest.Item) -> int | None:
-    """How many other tests may run beside this one: None for any number, 0 for an `exclusive` test, 1 for
-    `exclusive(companions=1)` (one lock file holds the companion: a larger number would need one each)."""
-    mark = item.get_closest_marker("exclusive")
-    if mark is None:
-        return None
-    beside = mark.kwargs.get("companions", 0)
-    if beside not in (0, 1):
-        raise pytest.UsageError(f"{item.nodeid}: exclusive(companions={beside!r}): 0 or 1 other test at a time")
-    return int(beside)
 
 
 def file_estimates(root: Path, files: dict[str, list[pytest.Item]]) -> dict[str, float]:
@@ -97,12 +84,11 @@ def file_estimates(root: Path, files: dict[str, list[pytest.Item]]) -> dict[str,
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker: the longest files first (by the committed durations), so no file of minutes starts last
-    and leaves the other workers idle at the end; before them the files whose tests are all exclusive with
-    companions (the chaos tests: minutes on a deployment of their own, with one other test at a time beside them
-    instead of none at the end); after them the files whose tests are all exclusive (nothing runs beside them, so
-    they come when there is least left to hold up). A file's tests keep their order. Every worker sorts alike, so
-    their collections agree; `--no-loadscope-reorder` keeps this order."""
+    """On an xdist worker: the longest files first (by the committed durations), so no file of a minute starts
+    last and leaves the other workers idle at the end; last the files whose tests are all `exclusive` (the chaos
+    tests): the other workers wait while such a test runs, and at the end they have little left to do anyway. A
+    file's tests keep their order. Every worker sorts alike, so their collections agree; `--no-loadscope-reorder`
+    keeps this order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     files: dict[str, list[pytest.Item]] = {}
@@ -110,13 +96,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
     estimate = file_estimates(Path(config.rootpath), files)
 
-    def rank(f: str) -> int:
-        beside = [companions(i) for i in files[f]]
-        if all(b is not None and b > 0 for b in beside):
-            return 0
-        return 2 if all(b == 0 for b in beside) else 1
+    def alone(f: str) -> bool:
+        return all(i.get_closest_marker("exclusive") is not None for i in files[f])
 
-    order = sorted(files, key=lambda f: (rank(f), -estimate[f]))  # stable: ties keep collection order
+    order = sorted(files, key=lambda f: (alone(f), -estimate[f]))  # stable: ties keep collection order
     items[:] = [item for f in order for item in files[f]]
 
 
@@ -150,42 +133,19 @@ def run_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[No
 
 
 @contextlib.contextmanager
-def _try_flock(path: Path, how: int) -> Iterator[bool]:
-    """Take the lock if it is free at once: True while held, False when another process holds it."""
-    with path.open("a") as f:
-        try:
-            fcntl.flock(f, how | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def run_turn(tmp_path_factory: pytest.TempPathFactory, *, beside: int | None = None) -> Iterator[None]:
-    """Hold the run's turn. `beside` is how many other tests may run meanwhile (None: any number; 0: none, an
-    `exclusive` test; 1: one at a time, an `exclusive(companions=1)` test).
-
-    Every test holds the run's lock shared, an exclusive one holds it alone. The gate lets an exclusive test that
-    waits keep new tests from starting, so it is not starved by the other workers' overlapping ones. A test with a
-    companion waits the same way until no other test runs (it takes the `crowd` lock alone, which every test that
-    starts while no such test runs holds shared), then lets the others start again, one at a time: a test that
-    finds the crowd lock taken runs while holding the companion lock. A module-scoped fixture that opens a store
-    takes a turn too (fixtures of wider scope start before the test's turn): an opening store finishes another
-    worker's journalled erasure, which an exclusive test may be watching."""
+def run_turn(tmp_path_factory: pytest.TempPathFactory, *, alone: bool = False) -> Iterator[None]:
+    """Hold the run's lock shared (alone: exclusively), as every test does. The gate lets an exclusive test that
+    waits keep new tests from starting, so it is not starved by the other workers' overlapping ones. A
+    module-scoped fixture that opens a store takes it too (fixtures of wider scope start before the test's turn):
+    an opening store finishes another worker's journalled erasure, which an exclusive test may be watching."""
     root = run_dir(tmp_path_factory)
-    with contextlib.ExitStack() as held:
-        with _flock(root / "turn.gate", fcntl.LOCK_EX):
-            held.enter_context(_flock(root / "turn.lock", fcntl.LOCK_EX if beside == 0 else fcntl.LOCK_SH))
-            if beside:
-                held.enter_context(_flock(root / "crowd.lock", fcntl.LOCK_EX))
-            companion = beside is None and not held.enter_context(_try_flock(root / "crowd.lock", fcntl.LOCK_SH))
-        if companion:
-            held.enter_context(_flock(root / "companion.lock", fcntl.LOCK_EX))
+    with _flock(root / "turn.gate", fcntl.LOCK_EX):
+        lock = _flock(root / "turn.lock", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        lock.__enter__()
+    try:
         yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 #: a wait for the run's turn at least this long is kept in the test's report and summed up at the end of the run
@@ -198,7 +158,7 @@ def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     """Every test holds the run's lock shared, an `exclusive` test holds it alone. How long it waited for that is
     part of its setup time: kept in its report, so the run's summary tells the gate's waits from real setup work."""
     started = time.monotonic()
-    with run_turn(tmp_path_factory, beside=companions(request.node)):
+    with run_turn(tmp_path_factory, alone=request.node.get_closest_marker("exclusive") is not None):
         waited = time.monotonic() - started
         if waited >= TURN_WAIT_REPORTED_S:
             request.node.user_properties.append((TURN_WAIT, round(waited, 2)))

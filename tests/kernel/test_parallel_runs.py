@@ -1,8 +1,7 @@
 """How `make test` spreads tests over pytest-xdist workers (mnemobus/kernel/testing.py), shown on a small suite of
 its own run the way `make test` runs ours: a file's tests run in order on one worker; files are handed out longest
-first by the committed durations, a file whose tests are all exclusive with a companion before them and one whose
-tests are all `exclusive` last; an `exclusive` test runs while no other test of the run does, and one with a
-companion while at most one other does."""
+first by the committed durations, one whose tests are all `exclusive` last; an `exclusive` test runs while no other
+test of the run does."""
 
 from __future__ import annotations
 
@@ -43,15 +42,11 @@ SUITE = {
     "test_all_alone.py": "@pytest.mark.exclusive\ndef test_late():\n    record('late', 0.05)\n",
     # last in collection order, one test, not in the durations: handed out with the longest for its mark
     "test_zslow.py": "@pytest.mark.slow\ndef test_slow():\n    record('slow', 0.1)\n",
-    # every test exclusive with one companion (the chaos tests' shape): handed out first; while each runs, the
-    # others' tests run one at a time
-    "test_with_companion.py": "".join(f"@pytest.mark.exclusive(companions=1)\ndef test_c{i}():\n"
-                                      f"    record('c{i}', 0.8)\n" for i in range(2)),
 }
 
 #: the suite's committed durations (tests/durations.json): z the longest, then y, then x
 DURATIONS = {"test_x.py": 1.0, "test_y.py": 40.0, "test_z.py": 50.0, "test_alone.py": 0.5, "test_big_alone.py": 2.0,
-             "test_all_alone.py": 0.1, "test_with_companion.py": 1.6}
+             "test_all_alone.py": 0.1}
 
 
 def write_suite(suite: Path) -> None:
@@ -89,7 +84,7 @@ class Run(list[dict[str, object]]):
 
 
 def test_the_tests_of_one_file_run_in_order_on_one_worker(run: list[dict[str, object]]) -> None:
-    assert len(run) == 32
+    assert len(run) == 30
     for f in "xyz":
         mine = [r for r in run if str(r["test"]).startswith(f)]
         assert len({r["worker"] for r in mine}) == 1
@@ -106,8 +101,7 @@ def test_an_exclusive_test_runs_while_no_other_test_does(run: list[dict[str, obj
 
 
 def test_files_are_handed_out_longest_first_by_the_committed_durations(tmp_path: Path) -> None:
-    """The order every worker gives its collection (xdist hands the files out in it): the file with companions
-    first; then by the durations, a file they do not know but with a `slow` test as long as the longest (after z,
+    """The order every worker gives its collection (xdist hands the files out in it): by the durations, a file they do not know but with a `slow` test as long as the longest (after z,
     the collection order breaking the tie), a file with an exclusive test among the others by its length; the file
     whose tests are all exclusive last."""
     suite = tmp_path / "suite"
@@ -119,21 +113,8 @@ def test_files_are_handed_out_longest_first_by_the_committed_durations(tmp_path:
                           timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     files = list(dict.fromkeys(line.split("::", 1)[0] for line in done.stdout.splitlines() if "::" in line))
-    assert files == ["test_with_companion.py", "test_z.py", "test_zslow.py", "test_y.py", "test_big_alone.py",
+    assert files == ["test_z.py", "test_zslow.py", "test_y.py", "test_big_alone.py",
                      "test_x.py", "test_alone.py", "test_all_alone.py"]
-
-
-def test_a_test_with_a_companion_runs_beside_one_other_test_at_a_time(run: list[dict[str, object]]) -> None:
-    """What the chaos tests need: most of the machine, not all of it. While each runs, the other workers' tests
-    go on, one at a time."""
-    others = [r for r in run if not str(r["test"]).startswith("c")]
-    beside = []
-    for c in (r for r in run if str(r["test"]) in ("c0", "c1")):
-        during = [r for r in others if r["start"] < c["end"] and r["end"] > c["start"]]
-        beside += during
-        edges = sorted({float(r["start"]) for r in during} | {float(c["start"])})
-        assert max(sum(1 for r in during if r["start"] <= t < r["end"]) for t in edges) <= 1, during
-    assert beside, "no test ran beside the tests with a companion: they ran alone"
 
 
 def test_a_nats_server_of_ones_own_is_refused_with_workers_naming_the_way_to_run_it(tmp_path: Path) -> None:
@@ -149,16 +130,15 @@ def test_a_nats_server_of_ones_own_is_refused_with_workers_naming_the_way_to_run
 def test_a_file_whose_tests_are_all_exclusive_is_handed_out_last(run: list[dict[str, object]]) -> None:
     late = next(r for r in run if r["test"] == "late")
     # every other file had started (its tests go on on their workers meanwhile, waiting for the exclusive one)
-    firsts = ("x0", "y0", "z0", "first", "slow", "b0", "c0")
+    firsts = ("x0", "y0", "z0", "first", "slow", "b0")
     assert [r["test"] for r in run if r["test"] in firsts and r["start"] > late["start"]] == []
 
 
 def test_a_run_asked_for_them_writes_each_files_seconds_without_its_waits_for_a_turn(run: Run) -> None:
     """The committed durations are refreshed from such a run (docs/testing.md). y's six tests hold 0.25 s each; its
-    waits behind the exclusive and companion tests (seconds) are not its own time."""
+    waits behind the exclusive tests are not its own time."""
     assert set(run.durations) == set(SUITE)
     assert 1.5 <= run.durations["test_y.py"] < 4.0, run.durations
-    assert 1.6 <= run.durations["test_with_companion.py"] < 4.0, run.durations
 
 
 def test_the_run_sums_up_the_time_tests_waited_for_an_exclusive_one(run: Run) -> None:
