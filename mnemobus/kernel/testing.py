@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
 import os
 import socket
 import time
@@ -60,46 +59,28 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "(`make test TEST_WORKERS=0 PYTEST_ARGS=--nats-url=...`)")
 
 
-#: what each test file took in a recent full run (seconds of its tests' setup, call and teardown, waits for the run's
-#: turn left out): the hand-out order's estimate; written by a run with MNEMOBUS_TEST_DURATIONS_OUT=<file>
-DURATIONS_FILE = Path("tests") / "durations.json"
-DURATIONS_OUT_ENV = "MNEMOBUS_TEST_DURATIONS_OUT"
-
-
-def file_estimates(root: Path, files: dict[str, list[pytest.Item]]) -> dict[str, float]:
-    """Seconds each file is expected to take: the committed durations; for a file not in them (new, renamed) its
-    number of tests times the seconds per test of the files that are, or, when it has a `slow` test, at least as
-    long as the longest."""
-    path = root / DURATIONS_FILE
-    known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    seen = [f for f in files if f in known]
-    per_test = sum(known[f] for f in seen) / max(1, sum(len(files[f]) for f in seen)) if seen else 1.0
-    longest = max((float(known[f]) for f in seen), default=0.0)
-
-    def guess(tests: list[pytest.Item]) -> float:
-        slow = any(i.get_closest_marker("slow") for i in tests)  # a new file of minutes: with the longest
-        return max(longest, per_test * len(tests)) if slow else per_test * len(tests)
-
-    return {f: float(known[f]) if f in known else guess(tests) for f, tests in files.items()}
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker: the longest files first (by the committed durations), so no file of a minute starts
-    last and leaves the other workers idle at the end; last the files whose tests are all `exclusive` (the chaos
-    tests): the other workers wait while such a test runs, and at the end they have little left to do anyway. A
-    file's tests keep their order. Every worker sorts alike, so their collections agree; `--no-loadscope-reorder`
-    keeps this order."""
+    """On an xdist worker: files with a test marked `slow` first, so the longest (minutes) do not start last; then
+    the others by number of tests; then the files with some `exclusive` tests; last the files whose tests are all
+    `exclusive` (the chaos tests). The other workers wait while an exclusive test runs, and near the end they have
+    little left to do anyway: the killed-worker fault test, in a `slow` file handed out first, held the three other
+    workers at the gate for 253 s at the start of a run. A file's tests keep their order. Every worker sorts alike,
+    so their collections agree; `--no-loadscope-reorder` keeps this order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    estimate = file_estimates(Path(config.rootpath), files)
 
-    def alone(f: str) -> bool:
-        return all(i.get_closest_marker("exclusive") is not None for i in files[f])
+    def rank(f: str) -> int:
+        alone = [i.get_closest_marker("exclusive") is not None for i in files[f]]
+        if all(alone):
+            return 3
+        if any(alone):
+            return 2
+        return 0 if any(i.get_closest_marker("slow") for i in files[f]) else 1
 
-    order = sorted(files, key=lambda f: (alone(f), -estimate[f]))  # stable: ties keep collection order
+    order = sorted(files, key=lambda f: (rank(f), -len(files[f])))  # stable: ties keep collection order
     items[:] = [item for f in order for item in files[f]]
 
 
@@ -165,25 +146,10 @@ def _turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield
 
 
-def write_durations(path: Path, reports: list[pytest.TestReport]) -> None:
-    """Each file's seconds in this run (its tests' setup, call and teardown, less their waits for the run's turn),
-    for the hand-out order of later runs (DURATIONS_FILE)."""
-    seconds: dict[str, float] = {}
-    for r in reports:
-        f = r.nodeid.split("::", 1)[0]
-        waited = dict(r.user_properties).get(TURN_WAIT, 0.0) if r.when == "setup" else 0.0  # every phase carries it
-        seconds[f] = seconds.get(f, 0.0) + r.duration - waited
-    path.write_text(json.dumps({f: round(s, 1) for f, s in sorted(seconds.items())}, indent=1) + "\n",
-                    encoding="utf-8")
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The time tests spent at the gate (an exclusive test running or waiting on another worker), and the longest
     waits: a setup of tens of seconds that is a wait shows up here, not as work."""
-    reports = [r for rs in terminalreporter.stats.values() for r in rs if getattr(r, "when", None)]
-    if out := os.environ.get(DURATIONS_OUT_ENV):
-        write_durations(Path(out), reports)
-    setups = [r for r in reports if r.when == "setup"]
+    setups = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "setup"]
     waits = [(dict(r.user_properties)[TURN_WAIT], r.nodeid) for r in setups if TURN_WAIT in dict(r.user_properties)]
     if not waits:
         return

@@ -25,9 +25,7 @@ from tests.chaos.chaos_support import (Chaos, Client, Load, broken_chains, dead_
                                        stored_again_s, stored_exactly, wait_stored)
 
 # exclusive: 3 nats-servers, 4 role processes and a Neo4j under a steady load need the two cores to themselves to
-# recover within RECOVERY_LIMIT_S; beside three other workers they did not (0 of 192 episodes in 120 s). With one
-# other test at a time beside them, handed out first (tried in stop 49), they took 200 s instead of 124 and the run
-# 9 min 54 s instead of 9 min 15 s: alone at the end they cost less.
+# recover within RECOVERY_LIMIT_S; beside three other workers they did not (0 of 192 episodes in 120 s)
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.own_server, pytest.mark.neo4j, pytest.mark.exclusive]
 
 RATE_HZ = 6.0

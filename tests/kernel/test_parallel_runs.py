@@ -1,7 +1,7 @@
 """How `make test` spreads tests over pytest-xdist workers (mnemobus/kernel/testing.py), shown on a small suite of
-its own run the way `make test` runs ours: a file's tests run in order on one worker; files are handed out longest
-first by the committed durations, one whose tests are all `exclusive` last; an `exclusive` test runs while no other
-test of the run does."""
+its own run the way `make test` runs ours: a file's tests run in order on one worker, a file with a `slow` test is
+handed out first, one with an `exclusive` test after those without and one whose tests are all `exclusive` last,
+and an `exclusive` test runs while no other test of the run does."""
 
 from __future__ import annotations
 
@@ -40,21 +40,9 @@ SUITE = {
                          + "@pytest.mark.exclusive\ndef test_b7():\n    record('b7', 0.05)\n",
     # first in collection order, every test exclusive: handed out last
     "test_all_alone.py": "@pytest.mark.exclusive\ndef test_late():\n    record('late', 0.05)\n",
-    # last in collection order, one test, not in the durations: handed out with the longest for its mark
+    # last in collection order, one test: handed out last but for its mark
     "test_zslow.py": "@pytest.mark.slow\ndef test_slow():\n    record('slow', 0.1)\n",
 }
-
-#: the suite's committed durations (tests/durations.json): z the longest, then y, then x
-DURATIONS = {"test_x.py": 1.0, "test_y.py": 40.0, "test_z.py": 50.0, "test_alone.py": 0.5, "test_big_alone.py": 2.0,
-             "test_all_alone.py": 0.1}
-
-
-def write_suite(suite: Path) -> None:
-    (suite / "tests").mkdir(parents=True)
-    (suite / "tests" / "durations.json").write_text(json.dumps(DURATIONS))
-    (suite / "record.py").write_text(RECORD)
-    for name, body in SUITE.items():
-        (suite / name).write_text("import pytest\nfrom record import record\n" + body)
 
 
 @pytest.fixture(scope="module")
@@ -62,25 +50,25 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
     """The small suite, run once the way `make test` runs ours; what each of its tests recorded."""
     tmp = tmp_path_factory.mktemp("parallel")
     suite = tmp / "suite"
-    write_suite(suite)
+    suite.mkdir()
+    (suite / "record.py").write_text(RECORD)
+    for name, body in SUITE.items():
+        (suite / name).write_text("import pytest\nfrom record import record\n" + body)
     log = tmp / "run.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not a worker of ours
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "mnemobus.kernel.testing", "-p", "no:cacheprovider",
                            "-n", "3", "--dist", "loadfile", "--no-loadscope-reorder", "--rootdir", str(suite), str(suite)],
-                          cwd=suite, env={**env, "RUN_LOG": str(log), "MNEMOBUS_TEST_DURATIONS_OUT": str(tmp / "durations.json")},
-                          capture_output=True, text=True, timeout=300)
+                          cwd=suite, env={**env, "RUN_LOG": str(log)}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return Run([json.loads(line) for line in log.read_text().splitlines()], done.stdout,
-               json.loads((tmp / "durations.json").read_text()))
+    return Run([json.loads(line) for line in log.read_text().splitlines()], done.stdout)
 
 
 class Run(list[dict[str, object]]):
     """What each test of the small suite recorded, and what the run printed."""
 
-    def __init__(self, records: list[dict[str, object]], stdout: str, durations: dict[str, float]) -> None:
+    def __init__(self, records: list[dict[str, object]], stdout: str) -> None:
         super().__init__(records)
         self.stdout = stdout
-        self.durations = durations
 
 
 def test_the_tests_of_one_file_run_in_order_on_one_worker(run: list[dict[str, object]]) -> None:
@@ -100,21 +88,9 @@ def test_an_exclusive_test_runs_while_no_other_test_does(run: list[dict[str, obj
                for a in others for b in others)
 
 
-def test_files_are_handed_out_longest_first_by_the_committed_durations(tmp_path: Path) -> None:
-    """The order every worker gives its collection (xdist hands the files out in it): by the durations, a file they do not know but with a `slow` test as long as the longest (after z,
-    the collection order breaking the tie), a file with an exclusive test among the others by its length; the file
-    whose tests are all exclusive last."""
-    suite = tmp_path / "suite"
-    write_suite(suite)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "mnemobus.kernel.testing",
-                           "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", str(suite), str(suite)],
-                          cwd=suite, env={**env, "PYTEST_XDIST_WORKER": "gw0"}, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    files = list(dict.fromkeys(line.split("::", 1)[0] for line in done.stdout.splitlines() if "::" in line))
-    assert files == ["test_z.py", "test_zslow.py", "test_y.py", "test_big_alone.py",
-                     "test_x.py", "test_alone.py", "test_all_alone.py"]
+def test_a_file_with_a_slow_test_is_handed_out_first(run: list[dict[str, object]]) -> None:
+    slow = next(r for r in run if r["test"] == "slow")
+    assert [r["test"] for r in run if r["worker"] == slow["worker"] and r["start"] < slow["start"]] == []
 
 
 def test_a_nats_server_of_ones_own_is_refused_with_workers_naming_the_way_to_run_it(tmp_path: Path) -> None:
@@ -130,15 +106,14 @@ def test_a_nats_server_of_ones_own_is_refused_with_workers_naming_the_way_to_run
 def test_a_file_whose_tests_are_all_exclusive_is_handed_out_last(run: list[dict[str, object]]) -> None:
     late = next(r for r in run if r["test"] == "late")
     # every other file had started (its tests go on on their workers meanwhile, waiting for the exclusive one)
-    firsts = ("x0", "y0", "z0", "first", "slow", "b0")
+    firsts = ("x0", "y0", "z0", "first", "slow")
     assert [r["test"] for r in run if r["test"] in firsts and r["start"] > late["start"]] == []
 
 
-def test_a_run_asked_for_them_writes_each_files_seconds_without_its_waits_for_a_turn(run: Run) -> None:
-    """The committed durations are refreshed from such a run (docs/testing.md). y's six tests hold 0.25 s each; its
-    waits behind the exclusive tests are not its own time."""
-    assert set(run.durations) == set(SUITE)
-    assert 1.5 <= run.durations["test_y.py"] < 4.0, run.durations
+def test_a_file_with_an_exclusive_test_is_handed_out_after_the_files_without_one(
+        run: list[dict[str, object]]) -> None:
+    b0 = next(r for r in run if r["test"] == "b0")
+    assert [r["test"] for r in run if r["test"] in ("x0", "y0", "z0", "slow") and r["start"] > b0["start"]] == []
 
 
 def test_the_run_sums_up_the_time_tests_waited_for_an_exclusive_one(run: Run) -> None:
