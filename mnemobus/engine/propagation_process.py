@@ -97,7 +97,7 @@ class ProcessPropagator:
                     await self._start()
                     yield
             except BaseException:
-                await self._kill()
+                await self._kill("a job was cancelled, failed or timed out")
                 raise
 
     def forget(self, key: str) -> None:
@@ -107,7 +107,7 @@ class ProcessPropagator:
 
     async def aclose(self) -> None:
         async with self._lock:
-            await self._kill()
+            await self._kill("its owner closed")
 
     async def _start(self) -> None:
         if self.pid is not None:
@@ -141,9 +141,9 @@ class ProcessPropagator:
         assert self._answers is not None
         return await receive_frame(self._answers)
 
-    async def _kill(self) -> None:
+    async def _kill(self, why: str) -> None:
         process, self._process, self._answers = self._process, None, None
         if await kill_child(process):
-            log.info("label propagation child %d killed (a job was cancelled, failed or timed out)", process.pid)
+            log.info("label propagation child %d killed (%s)", process.pid, why)
 
 

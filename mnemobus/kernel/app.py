@@ -34,6 +34,7 @@ from mnemobus.kernel.plugin import Plugin
 from mnemobus.shared.private_files import write_private
 from mnemobus.kernel.runtime import Runtime
 from mnemobus.kernel.warming import warm_engine
+from mnemobus.store.contract import ReportsCacheCrowding, ReportsDeadlocks
 
 log = logging.getLogger("mnemobus.app")
 
@@ -179,9 +180,11 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
             engine = await open_engine(settings, metrics.llm) if need_engine else None
             if engine is not None:
                 engine.observe_graph_skips(lambda _group, _ms: metrics.graph_hops_skipped.inc())
-                observe_deadlocks = getattr(engine.store, "observe_deadlocks", None)  # a store whose writers can deadlock
-                if observe_deadlocks is not None:
-                    observe_deadlocks(lambda outcome: metrics.store_deadlocks.labels(outcome=outcome).inc())
+                if isinstance(engine.store, ReportsDeadlocks):
+                    engine.store.observe_deadlocks(lambda outcome: metrics.store_deadlocks.labels(outcome=outcome).inc())
+                if isinstance(engine.store, ReportsCacheCrowding):
+                    engine.store.observe_vector_cache_crowded(
+                        lambda table: metrics.vector_cache_crowded.labels(table=table).inc())
                 engine.observe_extractor_failures(metrics.parse_child_failures.inc)
             if engine is not None and warm:
                 await warm_engine(engine)

@@ -140,6 +140,10 @@ class PipelineMetrics:
             "mnemobus_store_deadlocks_total", "Write transactions the store (Neo4j) lost to another writer's "
             "deadlock, by outcome: replayed (run again and stored) or gave_up (the caller retries)", ["outcome"],
             registry=r)
+        self.vector_cache_crowded = Counter(
+            "mnemobus_vector_cache_crowded_total", "Times a group's own vector matrix was evicted to make room for "
+            "its own others (store.vector_cache_mb too small for one group: its recalls read the file again), by "
+            "table", ["table"], registry=r)
         self.llm = LlmMetrics(r)
         self.lifecycle = LifecycleMetrics(r)
         self.communities = CommunityMetrics(r)

@@ -327,6 +327,24 @@ class StoreWrites(Protocol):
 
 
 @runtime_checkable
+class ReportsDeadlocks(Protocol):
+    """A store whose writers can deadlock each other (Neo4j): what it did about each lost one is not an error the
+    caller sees, so the process's metrics listen (open_runtime)."""
+
+    def observe_deadlocks(self, observer: Callable[[str], None]) -> None:
+        """`observer(outcome)` once per write transaction that lost a deadlock: replayed or gave_up."""
+
+
+@runtime_checkable
+class ReportsCacheCrowding(Protocol):
+    """A store whose vector cache can be too small for one group (SQLite): each recall of that group then reads
+    a matrix from the file again, which no answer shows, so the process's metrics listen (open_runtime)."""
+
+    def observe_vector_cache_crowded(self, observer: Callable[[str], None]) -> None:
+        """`observer(table)` whenever a group's own matrix of `table` was evicted to make room for its own."""
+
+
+@runtime_checkable
 class StoreErasure(Protocol):
     """What deleting needs (the API's deletes and GDPR erasure): rows away, and no copy left behind."""
 

@@ -10,18 +10,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mnemobus.kernel.app import open_runtime
+from mnemobus.shared.config import Settings
+from mnemobus.shared.groups import GroupId
 from mnemobus.store.sqlite.vectors import VectorCache
 from mnemobus.store.vectors import grown
+from tests.store.test_conformance import entity, episode
 
 DIM = 32
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _clustered(n: int, seed: int = 3) -> np.ndarray:
+def _clustered(n: int, seed: int = 3, dim: int = DIM) -> np.ndarray:
     """Points around 40 topics, like sentence embeddings; unit length."""
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((40, DIM)).astype(np.float32)
-    rows = centres[rng.integers(0, 40, n)] + 0.3 * rng.standard_normal((n, DIM)).astype(np.float32)
+    centres = rng.standard_normal((40, dim)).astype(np.float32)
+    rows = centres[rng.integers(0, 40, n)] + 0.3 * rng.standard_normal((n, dim)).astype(np.float32)
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
@@ -159,3 +163,20 @@ def test_a_budget_too_small_for_one_groups_matrices_is_said(tmp_path: Path, capl
     assert [r.getMessage() for r in caplog.records] == [
         "store.vector_cache_mb (0.4 MB) cannot hold the vectors of group g: its facts matrix was evicted to make room "
         "for its own, and is read from the file again at its next search; raise store.vector_cache_mb"]
+
+
+@pytest.mark.anyio
+async def test_a_runtime_counts_a_vector_cache_too_small_for_one_group_in_its_metrics(settings: Settings) -> None:
+    # the warning alone reached only a log; an operator alerts on the counter (by table)
+    async with open_runtime(settings) as rt:
+        store = rt.engine.store
+        rows = _clustered(300, dim=store.dim)
+        group = GroupId("user_crowded")
+        async with store.transaction() as txn:
+            for i, row in enumerate(rows):
+                await txn.insert_episode(episode(group, f"m{i}", f"turn {i}"), screened=False, embedding=row)
+                await txn.insert_entity(entity(group, f"name {i}"), row)
+        store.vectors.budget = rows.nbytes + rows.nbytes // 2  # below the config's floor: 300 rows a table
+        assert await store.search_entities_vector(group, rows[0], 5)
+        assert await store.search_episodes_vector(group, rows[0], 5)
+    assert rt.metrics.vector_cache_crowded.labels(table="entities")._value.get() == 1

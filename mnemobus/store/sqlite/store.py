@@ -283,6 +283,10 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         self._writer = await self._run(setup)
         self._closed = False
 
+    def observe_vector_cache_crowded(self, observer: Callable[[str], None]) -> None:
+        """See ReportsCacheCrowding: the vector cache calls `observer(table)` from the searching thread."""
+        self.vectors.crowded_observers.append(observer)
+
     async def close(self) -> None:
         if self._closed:
             return

@@ -22,6 +22,7 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +84,7 @@ class VectorCache:
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._crowded_log = ThrottledLog(log)  # a group too large for the budget is met at every recall: 1 line/10 s
+        self.crowded_observers: list[Callable[[str], None]] = []  # told each table evicted for its own group
 
     def _key_lock(self, key: tuple[str, str]) -> threading.Lock:
         with self._lock:
@@ -217,6 +219,9 @@ class VectorCache:
                 total -= mat.nbytes
                 if group == grown_group:
                     crowded.append(table)
+        for table in crowded:
+            for observe in self.crowded_observers:
+                observe(table)
         if crowded:
             self._crowded_log.warning("vector_cache_crowded", "store.vector_cache_mb (%g MB) cannot hold the vectors of "
                                  "group %s: its %s matrix was evicted to make room for its own, and is read from "
