@@ -29,14 +29,20 @@ GROUP = "user_upkeep"
 EVERY = 6
 
 
+@pytest.fixture
+def every() -> int:
+    """The worker's refresh every N episodes of a group (0: only when asked, over the bus)."""
+    return EVERY
+
+
 @pytest.fixture(params=["sqlite", "neo4j"])
-async def upkeep_api(request: pytest.FixtureRequest, settings: Settings) -> AsyncIterator[Api]:
-    """The worker and the API on one store, a refresh every EVERY episodes of a group."""
+async def upkeep_api(request: pytest.FixtureRequest, settings: Settings, every: int) -> AsyncIterator[Api]:
+    """The worker and the API on one store, a refresh every `every` episodes of a group."""
     store: dict[str, Any] = settings.store.model_dump()
     if request.param == "neo4j":
         store = {"backend": "neo4j", "neo4j": {"uri": request.getfixturevalue("neo4j_uri")}}
     s = Settings.model_validate({**settings.model_dump(), "store": store,
-                                 "communities": {"refresh_every_episodes": EVERY, "time_budget_s": 30}})
+                                 "communities": {"refresh_every_episodes": every, "time_budget_s": 30}})
     async with open_runtime(s) as rt:
         await rt.engine.store.delete_group(GROUP)  # an earlier test of this file left it on the run's Neo4j
         async with anyio.create_task_group() as tg:
@@ -89,8 +95,16 @@ async def test_the_worker_refreshes_a_groups_communities_after_n_of_its_episodes
     assert got["last_refresh"] is not None
 
 
+# No refresh but the one asked for: Erin can join only by the vote. With a refresh every 6 episodes, Erin once
+# ended in Acme's community with no vote counted (a full CI run on the shared Neo4j; not reproduced in 20 runs
+# under load): a refresh that read Erin's fact had placed her first, and the test could not tell which did.
+@pytest.mark.parametrize("every", [0])
 async def test_a_new_entity_joins_its_neighbours_community_by_vote(upkeep_api: Api) -> None:
-    await two_clusters(upkeep_api)
+    await upkeep_api.say(GROUP, "Alice works at Acme.", "Bob works at Acme.", "Grace works at Acme.",
+                         "Carol lives in Paris.", "Dave lives in Paris.", "Frank lives in Paris.")
+    while not (done := await refresh(upkeep_api))["finished"]:  # a slice out of time resumes where it stopped
+        pass
+    assert done["communities"] == 2
     await upkeep_api.say(GROUP, "Erin works at Acme.")
     got = await until(upkeep_api, "largest_community", 5)
     assert got["communities"] == 2
@@ -100,7 +114,8 @@ async def test_a_new_entity_joins_its_neighbours_community_by_vote(upkeep_api: A
                 if e["name"] == "Acme")
     placed = await upkeep_api.store.community_of(GROUP, [erin, acme])
     assert placed[erin] == placed[acme]
-    assert upkeep_api.rt.metrics.communities.votes.labels(outcome="joined")._value.get() >= 1
+    votes = {o: upkeep_api.rt.metrics.communities.votes.labels(outcome=o)._value.get() for o in ("joined", "none", "failed")}
+    assert votes["joined"] == 1, (votes, upkeep_api.rt.worker.communities.outcomes)  # Erin, and no one else
 
 
 async def test_a_second_refresh_of_an_unchanged_graph_does_no_summary_work(upkeep_api: Api) -> None:

@@ -34,11 +34,16 @@ async def fetches_waiting(rt: Runtime) -> int:
 
 @contextlib.asynccontextmanager
 async def a_worker(rt: Runtime, stop: anyio.Event) -> AsyncIterator[EpisodeWorker]:
-    """A worker running until `stop` is set; leaving the block waits for its run() to return."""
+    """A worker running until `stop` is set; leaving the block waits for its run() to return (at once when a check
+    inside it failed: the worker is stopped, so the failure is reported rather than waited on forever)."""
     worker = EpisodeWorker(rt.bus, rt.engine, rt.settings, rt.metrics, instance_id="stop-test")
     async with anyio.create_task_group() as tg:
         await tg.start(worker.run, stop)
-        yield worker
+        try:
+            yield worker
+        except BaseException:
+            stop.set()
+            raise
 
 
 @contextlib.asynccontextmanager
