@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mnemobus.engine.embed import DIM
 from mnemobus.shared.errors import InvalidMessage, MnemobusError
 from mnemobus.graphio.progress import Counts
 from mnemobus.graphio.resumable import DeadLetters, Line
@@ -59,7 +60,7 @@ def _header(line: Line) -> GroupId:
         raise MnemobusError(f"line {line.number}: the export's group id is refused: {exc}") from None
 
 
-def _row(line: Line, group: GroupId) -> Row:
+def _row(line: Line, group: GroupId, dim: int) -> Row:
     try:
         raw = json.loads(line.data)
     except ValueError as exc:
@@ -69,12 +70,16 @@ def _row(line: Line, group: GroupId) -> Row:
     item = item_of(KINDS[raw["kind"]], raw)
     if item.group_id != group:
         raise InvalidMessage("group_mismatch", f"row of group {item.group_id!r} in the export of {group!r}")
-    return Row.of(line, item, vector_of(raw.get("embedding")), raw)
+    vec = vector_of(raw.get("embedding"))
+    if vec is not None and len(vec) != dim:  # stored, it would fail every vector search of the group
+        raise InvalidMessage("invalid_row", f"embedding has {len(vec)} values; this store's embeddings have {dim}")
+    return Row.of(line, item, vec, raw)
 
 
 class RowsImporter:
-    def __init__(self, store: GraphStore) -> None:
+    def __init__(self, store: GraphStore, *, dim: int = DIM) -> None:
         self.store = store
+        self.dim = dim  # every vector the store holds: a row with another width is refused, not stored
 
     async def __call__(self, batch: list[Line], counts: Counts, dead: DeadLetters, state: dict[str, Any]) -> None:
         if "group_id" not in state:
@@ -85,7 +90,7 @@ class RowsImporter:
         rows: list[Row] = []
         for line in batch:
             try:
-                rows.append(_row(line, group))
+                rows.append(_row(line, group, self.dim))
             except InvalidMessage as exc:
                 dead.add(counts, line, exc.reason, exc.detail)
         try:
