@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from mnemobus.shared.groups import GroupId
+from mnemobus.store.contract import Prefetch
 from mnemobus.store.erasures import GroupErased
 from mnemobus.store.neo4j import Neo4jStore
 from mnemobus.store.neo4j.cypher import VERSION_QUERY
@@ -95,3 +96,37 @@ async def test_a_write_that_waited_behind_an_erasures_count_is_refused_and_the_c
                 await erasing.commit()
     assert len(refused) == 1
     assert await neo.erasure_counts([group]) == {group: before + 1}
+
+
+async def test_a_batch_that_waited_for_a_version_node_an_erasure_deleted_is_dropped_with_the_group(
+    neo: Neo4jStore, other: Neo4jStore, group: GroupId
+) -> None:
+    # the lock then read the deleted node's version as null and the batch failed with a TypeError (seen when a
+    # test's teardown erased its group under a worker's batch): now the batch runs again and meets the erasure
+    await put(neo, episodes=[episode(group, "m0", "the group's first turn")])
+    seen = await other.erasure_counts([group])
+    late = episode(group, "m1", "said while the group was erased")
+
+    async def store_late(tx: Any) -> bool:
+        await tx.check_not_erased(group, seen[group])
+        return await tx.insert_episode(late, screened=False, embedding=None)
+
+    with anyio.fail_after(60):
+        async with neo._open_driver().session(database=neo.database) as s:
+            erasing = await s.begin_transaction()
+            # an erasure's steps, not yet committed: the version node locked, counted, deleted with the group's rows
+            await run_rows(erasing, "MATCH (gv:GroupVersion {group_id: $g}) SET gv.locked_at = datetime()", {"g": group})
+            async with anyio.create_task_group() as tg:
+                outcome: list[Any] = []
+                tg.start_soon(lambda: _into(outcome, other.run_transactions([store_late], Prefetch(episodes=((group, late.id),)))))
+                await _until_blocked(neo, "groups", group)
+                await run_rows(erasing, COUNT_ERASURE, {"gs": [group]})
+                await run_rows(erasing, "MATCH (n:Episode {group_id: $g}) DETACH DELETE n", {"g": group})
+                await run_rows(erasing, "MATCH (gv:GroupVersion {group_id: $g}) DELETE gv", {"g": group})
+                await erasing.commit()
+    assert [type(o) for o in outcome[0]] == [GroupErased]
+    assert await neo.count_episodes(group) == 0
+
+
+async def _into(out: list[Any], work: Any) -> None:
+    out.append(await work)

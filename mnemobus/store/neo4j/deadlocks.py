@@ -28,8 +28,22 @@ def is_deadlock(exc: BaseException) -> bool:
     return isinstance(exc, nx.TransientError) and "DeadlockDetected" in (exc.code or "")
 
 
+class VersionNodeErased(StoreUnavailable):
+    """A group's version node was deleted (an erasure committed) while this transaction waited for its lock: the
+    lock held is on nothing, and the version read is null. Running the write again creates the node afresh and
+    meets the erasure as every write does (the erasure count changed since the write started: GroupErased)."""
+
+    def __init__(self, group_id: str) -> None:
+        super().__init__(f"group {group_id!r} was erased while this write waited for its lock; running it again")
+
+
 def lost_a_lock_race(exc: StoreUnavailable) -> bool:
-    """A write failed because it was a deadlock's victim (the store's error wraps the server's)."""
+    """A write failed because it lost a race for a lock: a deadlock's victim (the store's error wraps the
+    server's), or it waited for a version node an erasure deleted. Running it again goes through."""
+    return isinstance(exc, VersionNodeErased) or lost_a_deadlock(exc)
+
+
+def lost_a_deadlock(exc: StoreUnavailable) -> bool:
     return exc.__cause__ is not None and is_deadlock(exc.__cause__)
 
 

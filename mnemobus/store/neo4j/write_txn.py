@@ -17,7 +17,7 @@ from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Prefetch, Vector, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.erasures import GroupErased
-from mnemobus.store.neo4j.deadlocks import GAVE_UP, REPLAYED, is_deadlock, pause_before_try
+from mnemobus.store.neo4j.deadlocks import GAVE_UP, REPLAYED, VersionNodeErased, is_deadlock, pause_before_try
 from mnemobus.store.neo4j.erasure import HOLD_ERASURES
 from mnemobus.store.neo4j.mirror import GroupMirror
 from mnemobus.store.neo4j.overlay import Overlay, Pending
@@ -29,6 +29,16 @@ from mnemobus.store.neo4j.rows import (as_float_list, cosine_score, entity_from_
 from mnemobus.store.neo4j.tuning import EXACT_SCAN_MAX, LOCK_RETRIES
 
 log = logging.getLogger("mnemobus.store.neo4j.store")  # one log for the whole store
+
+
+def _version(row: dict[str, Any]) -> tuple[str | None, int]:
+    """A group lock's (epoch, version); a version node this transaction created is not committed, so others read
+    the group as versionless. A null version: an erasure deleted the node while the lock was waited for."""
+    if row["fresh"]:
+        return None, 0
+    if row["v"] is None:
+        raise VersionNodeErased(row["g"])
+    return row["e"], int(row["v"])
 
 
 class SplitBatch(Exception):
@@ -152,7 +162,7 @@ class Neo4jWriteTxn:
             return got == said
         if [r["g"] for r in got] != [r["g"] for r in said]:
             return False
-        now = {r["g"]: (None, 0) if r["fresh"] else (r["e"], int(r["v"])) for r in got}
+        now = {r["g"]: _version(r) for r in got}
         if any(now[g] != self.versions.get(g) for g in now if g in self._from_mirror):
             return False
         self.versions.update(now)
@@ -165,8 +175,7 @@ class Neo4jWriteTxn:
             return
         rows = await self._run(LOCK_GROUPS if create else LOCK_EXISTING_GROUPS, groups=new)
         self._locked.update(new)
-        # a version node this transaction created is not committed: others read the group as versionless
-        self.versions.update((r["g"], (None, 0) if r["fresh"] else (r["e"], int(r["v"]))) for r in rows)
+        self.versions.update((r["g"], _version(r)) for r in rows)
 
     async def check_not_erased(self, group_id: GroupId, seen: int) -> None:
         """The group's version lock, then its erasure count under that count's lock (erasure.py): once read here,

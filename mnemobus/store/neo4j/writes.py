@@ -14,7 +14,7 @@ from mnemobus.shared.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.store.contract import Prefetch, Vector
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.neo4j.cypher import BUMP_VERSIONS, TRANSIENT, VERSION_OF
-from mnemobus.store.neo4j.deadlocks import GAVE_UP, REPLAYED, lost_a_lock_race, pause_before_try
+from mnemobus.store.neo4j.deadlocks import GAVE_UP, REPLAYED, lost_a_deadlock, lost_a_lock_race, pause_before_try
 from mnemobus.store.neo4j.rows import entity_params, fact_params, run_rows
 from mnemobus.store.neo4j.tuning import LOCK_RETRIES
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
@@ -27,19 +27,23 @@ async def again_after_lost_lock_race(attempt: Callable[[], Awaitable[T]], what: 
                                      on_deadlock: Callable[[str], None] = lambda outcome: None) -> T:
     """Run a whole transaction again when the server chose it as a deadlock's victim (LOCK_RETRIES times at most):
     the other writer has its locks by then, so the next try goes through; any other failure is the caller's."""
+    deadlocked = False  # an erasure's race is no deadlock: only deadlocks reach the observer
     for n in range(LOCK_RETRIES + 1):
         try:
             result = await attempt()
         except StoreUnavailable as exc:
             if not lost_a_lock_race(exc):
                 raise
+            deadlocked = deadlocked or lost_a_deadlock(exc)
             if n == LOCK_RETRIES:
-                on_deadlock(GAVE_UP)
+                if deadlocked:
+                    on_deadlock(GAVE_UP)
                 raise
-            log.warning("%s lost a deadlock to another writer; running it again", what)
+            log.warning("%s lost a lock race (%s); running it again", what,
+                        "a deadlock with another writer" if lost_a_deadlock(exc) else exc)
             await pause_before_try(n)
             continue
-        if n:
+        if deadlocked:
             on_deadlock(REPLAYED)
         return result
     raise AssertionError("unreachable")
