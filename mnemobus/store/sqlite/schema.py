@@ -23,6 +23,10 @@ CREATE INDEX IF NOT EXISTS episodes_group ON episodes(group_id);
 -- each side, then `span` rows. On an expression only that read names, so no other read of a group picks it: a
 -- plain (group_id, channel_id, ...) index was taken for the vector cache's max(rowid) and walked the whole group
 CREATE INDEX IF NOT EXISTS episodes_turns ON episodes((group_id || ''), channel_id, reference_time, id);
+-- the mentions graph recall reads (MENTIONS in store.py): group and time beside the id, so a mention is one index
+-- seek, not a seek and then a table row (the row holds the turn's text and vector): 3.0-3.3 -> 1.3 ms CPU for 50
+-- entities at 100k turns. Built at the next open of an older file (0.6 s at 100k turns)
+CREATE INDEX IF NOT EXISTS episodes_mentioned ON episodes(id, group_id, reference_time);
 CREATE TABLE IF NOT EXISTS entities(
   id TEXT PRIMARY KEY, group_id TEXT NOT NULL, name TEXT NOT NULL, canonical_name TEXT NOT NULL,
   type TEXT NOT NULL, summary TEXT NOT NULL DEFAULT '', confidence REAL NOT NULL,
