@@ -118,8 +118,14 @@ class CommunityRefresher:
             await self.propagator.aclose()
 
     def resumable(self, group_id: GroupId) -> bool:
-        """A sliced refresh of the group is waiting to be resumed."""
-        return group_id in self._runs
+        """A sliced refresh of the group is waiting to be resumed (not one running now: a batch stored while a
+        refresh ran counted as a trigger and queued a second full refresh, back to back with the first)."""
+        return group_id in self._runs and not self.refreshing(group_id)
+
+    def refreshing(self, group_id: GroupId) -> bool:
+        """A refresh of the group is running now (the worker's or one asked for over the API)."""
+        lock = self._locks.get(group_id)
+        return lock is not None and lock.locked()
 
     async def refresh(self, group_id: GroupId) -> RefreshOutcome:
         """One slice of the group's refresh; a second caller for the same group waits for the first, then runs

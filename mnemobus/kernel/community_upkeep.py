@@ -131,28 +131,36 @@ class CommunityUpkeep:
                     await self.refresher.aclose()  # the propagation child goes with the worker
 
     async def _work(self) -> None:
+        """Every queued vote before each refresh: a vote queued while a refresh ran goes before the next one."""
         assert self.refresher is not None
-        while self._votes:
-            group, episode_ids = self._votes.pop(0)
-            try:
-                touched = {x for f in await self.refresher.store.episode_facts(group, episode_ids)
-                           for x in (f.subject_id, f.object_id)}
-                if touched:
-                    await self.refresher.vote(group, sorted(touched))
-            except Exception:  # noqa: BLE001 - a failed vote waits for the next refresh; the loop goes on
-                self.refresher.metrics.votes.labels(outcome="failed").inc()
-                log.exception("community vote in %s failed", group)
-        while self._due:
-            group = next(iter(self._due))
-            del self._due[group]
-            try:
-                outcome = await self.refresh(group)
-            except Exception:  # noqa: BLE001 - counted by the refresher (failed); retried at the next trigger
-                log.exception("community refresh of %s failed", group)
-                continue
-            if not outcome.finished:
-                log.info("community refresh of %s ran out of its %.1fs; it resumes at the next trigger",
-                         group, self.cfg.time_budget_s)
+        while self._votes or self._due:
+            while self._votes:
+                await self._vote(*self._votes.pop(0))
+            if self._due:
+                group = next(iter(self._due))
+                del self._due[group]
+                await self._refresh_due(group)
+
+    async def _vote(self, group: GroupId, episode_ids: list[str]) -> None:
+        assert self.refresher is not None
+        try:
+            touched = {x for f in await self.refresher.store.episode_facts(group, episode_ids)
+                       for x in (f.subject_id, f.object_id)}
+            if touched:
+                await self.refresher.vote(group, sorted(touched))
+        except Exception:  # noqa: BLE001 - a failed vote waits for the next refresh; the loop goes on
+            self.refresher.metrics.votes.labels(outcome="failed").inc()
+            log.exception("community vote in %s failed", group)
+
+    async def _refresh_due(self, group: GroupId) -> None:
+        try:
+            outcome = await self.refresh(group)
+        except Exception:  # noqa: BLE001 - counted by the refresher (failed); retried at the next trigger
+            log.exception("community refresh of %s failed", group)
+            return
+        if not outcome.finished:
+            log.info("community refresh of %s ran out of its %.1fs; it resumes at the next trigger",
+                     group, self.cfg.time_budget_s)
 
     async def refresh(self, group: GroupId) -> RefreshOutcome:
         assert self.refresher is not None
