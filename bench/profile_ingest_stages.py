@@ -44,6 +44,7 @@ from mnemobus.store.sqlite import vectors, writes  # noqa: E402
 
 CPU: Counter[str] = Counter()  # stage -> thread CPU seconds, its inner stages taken off
 STATEMENTS: Counter[str] = Counter()  # the first words of each statement on the writer connection
+STATEMENT_CPU: Counter[str] = Counter()  # their thread CPU inside SQLite (its callers' stages include it too)
 _inside: dict[int, str | None] = {}
 
 
@@ -87,6 +88,20 @@ def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return called
 
 
+class _Rows(list):  # type: ignore[type-arg]
+    """A SELECT's rows, read inside the timing: iterable and fetchable as the cursor was."""
+
+    def __init__(self, rows: list[Any], cursor: Any) -> None:
+        super().__init__(rows)
+        self.lastrowid, self.rowcount = cursor.lastrowid, cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return self[0] if self else None
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+
 class _Counted:
     """The writer connection, counting statements (the transaction's own statements timed as a stage)."""
 
@@ -98,10 +113,15 @@ class _Counted:
 
     def execute(self, sql: str, *args: Any) -> Any:
         words = sql.split()
-        STATEMENTS[" ".join(words[:5])] += 1
+        kind = " ".join(words[:5])
+        STATEMENTS[kind] += 1
         if words[0].upper() in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK"):
             return timed(f"sql {words[0].upper()}", self._conn.execute)(sql, *args)
-        return self._conn.execute(sql, *args)
+        started = time.thread_time()
+        cursor = self._conn.execute(sql, *args)
+        rows = cursor.fetchall() if words[0].upper() == "SELECT" else None  # the statement runs as it is read
+        STATEMENT_CPU[kind] += time.thread_time() - started
+        return cursor if rows is None else _Rows(rows, cursor)
 
 
 def instrument() -> None:
@@ -134,6 +154,7 @@ async def main() -> None:
         await engine.ingest_many(_ingest_episodes(32, "warm"))
         CPU.clear()
         STATEMENTS.clear()
+        STATEMENT_CPU.clear()
         episodes = _ingest_episodes(n, "batch32")
         cpu, wall = time.process_time(), time.perf_counter()
         for i in range(0, n, 32):
@@ -148,8 +169,9 @@ async def main() -> None:
         print(f"  {1000 * seconds / n:7.3f} ms  {name}")
     print(f"  {total - 1000 * sum(CPU.values()) / n:7.3f} ms  the rest (event loop, thread hops, the ingestor's glue)")
     print(f"statements an episode: {sum(STATEMENTS.values()) / n:.1f}")
-    for sql, count in STATEMENTS.most_common(12):
-        print(f"  {count / n:6.2f}  {sql}")
+    print("  an episode   us each   statement")
+    for sql, count in STATEMENTS.most_common(25):
+        print(f"  {count / n:6.2f}  {1e6 * STATEMENT_CPU[sql] / max(count, 1):8.1f}   {sql}")
 
 
 if __name__ == "__main__":
