@@ -3,12 +3,13 @@
 Why: in the parser's pipeline the attribute ruler (the tag map and the model's exceptions, 179 rules of one or two
 tokens, each token matched on its tag, lower-case form, dependency or whether it is a space) cost 0.18-0.20 ms a
 line, as much as the parser itself, and almost all of it (0.19 of 0.20 ms) is the Matcher trying every rule at
-every token; setting the attributes costs 0.01 ms. Each rule is an equality on token attributes the pipeline
-already set, so a rule's first token can be looked up by one of its values and the rest checked directly. The
+every token; setting the attributes costs 0.01 ms. Each rule tests attributes the pipeline already set (an
+equality, a set of values, a pattern), so a rule's first token can be looked up by one of its values (or, for a
+first token with a pattern only, tried everywhere) and the rest checked directly. The
 ruler still sets the attributes itself (`AttributeRuler.set_annotations`, its own code): only `match` is replaced,
 and it returns the list spaCy's `match` returns, item for item (`tests/engine/test_attribute_index.py` compares
-them on every line of the extraction sets and a LoCoMo conversation). A ruler with a rule this index cannot read
-(an operator, a set of values, another attribute) keeps spaCy's Matcher.
+them on the extraction dev set and a LoCoMo conversation). A ruler with a rule this index cannot read (an
+operator, another predicate, another attribute) keeps spaCy's Matcher.
 """
 
 from __future__ import annotations
