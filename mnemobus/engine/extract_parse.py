@@ -26,6 +26,7 @@ import anyio.to_thread
 
 from mnemobus.engine import extract_lexicon as lex
 from mnemobus.engine import relations as rel
+from mnemobus.engine.attribute_index import index_attribute_ruler
 from mnemobus.engine.extract import (
     UNTYPED, ExtractedEnding, ExtractedFact, Extraction, Speaker, entities_of, episode_speaker, speaker_lines,
 )
@@ -86,6 +87,7 @@ def load_pipeline() -> Language:
                 import spacy
 
                 _nlp = spacy.load(MODEL, exclude=["senter"])
+                index_attribute_ruler(_nlp)  # its rules looked up, not tried at every token (attribute_index.py)
             except OSError as exc:
                 raise ModelMissing(f"the offline extractor needs the {MODEL} package (make install): {exc}") from exc
         return _nlp
