@@ -4,12 +4,13 @@ from every worker, with the CPU of the processes a test starts counted as the te
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from mnemobus.kernel.testing import inner_pytest_env
 
 BURN = """
 import subprocess, sys, time
@@ -34,17 +35,11 @@ def test_waits_without_burning():
     threading.Event().wait(0.4)
 """
 
-# the installed plugins (schemathesis, hypothesis, anyio ...) load in 2.5 s of CPU per pytest process; the inner
-# runs need none of them but xdist, named where used
-QUICK_PYTEST = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-
-
 def run_costs(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     (tmp_path / "test_burn.py").write_text(BURN)
     (tmp_path / "test_wait.py").write_text(WAIT)
     out = tmp_path / "costs.json"
-    env = {**os.environ, "MNEMOBUS_TEST_COSTS": str(out), **QUICK_PYTEST}
-    env.pop("PYTEST_XDIST_WORKER", None)  # the inner run is a run of its own, not a worker of ours
+    env = {**inner_pytest_env(), "MNEMOBUS_TEST_COSTS": str(out)}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "mnemobus.kernel.testing_costs", "-p", "no:cacheprovider",
          "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "base"), *args, str(tmp_path)],
@@ -71,8 +66,7 @@ def test_each_files_cpu_counts_its_own_work_and_its_childrens_but_not_its_waits(
 
 def test_without_the_variable_nothing_is_recorded(tmp_path: Path) -> None:
     (tmp_path / "test_wait.py").write_text(WAIT)
-    env = {**{k: v for k, v in os.environ.items() if k not in ("MNEMOBUS_TEST_COSTS", "PYTEST_XDIST_WORKER")},
-           **QUICK_PYTEST}
+    env = {k: v for k, v in inner_pytest_env().items() if k != "MNEMOBUS_TEST_COSTS"}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "mnemobus.kernel.testing_costs", "-p", "no:cacheprovider",
          "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "base"), str(tmp_path)],
