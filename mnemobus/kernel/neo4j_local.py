@@ -65,9 +65,10 @@ QUICK_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompile
 # For a server whose data grows from nothing within minutes (the chaos deployment's): Neo4j plans a cached query again
 # whenever its statistics have moved far enough (always, from an empty database) and the plan is older than
 # min_replan_interval, 10 s by default; each replan cost the server ~0.3 s of CPU here (a fresh server storing 384
-# episodes: 27-31 replans and 46-49 s of its CPU; 11 replans, 41 s at 60 s; none, 39 s at 1 h). Not the default:
-# a bench that loads 100k facts and then queries wants its plans made again within seconds, and the run's shared
-# test server holds tests of the plans themselves (tests/store/test_neo4j_plans.py).
+# episodes: 27-31 replans and 46-49 s of its CPU; 11 replans, 41 s at 60 s; none, 39 s at 1 h). The run's shared test
+# server too (neo4j_shared.py); the tests of the plans themselves ask for a fresh plan (`CYPHER replan=force`,
+# tests/store/test_neo4j_plans.py). Not the default: a bench that loads 100k facts and then queries wants its plans
+# made again within seconds.
 REPLAN_EACH_MINUTE = {"dbms.cypher.min_replan_interval": "60s"}
 
 

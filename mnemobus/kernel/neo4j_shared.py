@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from mnemobus.kernel.neo4j_local import LocalNeo4j, LocalNeo4jError, bolt_handshake
+from mnemobus.kernel.neo4j_local import REPLAN_EACH_MINUTE, LocalNeo4j, LocalNeo4jError, bolt_handshake
 
 STATE = "neo4j.json"
 LOCK = "neo4j.lock"
@@ -86,7 +86,9 @@ def keep(state: Path, owner_pid: int) -> int:
     # a signal leaves the wait below as an exit, through the `with` that stops the server
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
-        with LocalNeo4j() as neo:
+        # its database grows from nothing during the run, so at Neo4j's default every cached statement was planned
+        # again each 10 s (212 replans in the first 223 s of one run): REPLAN_EACH_MINUTE, as the chaos server
+        with LocalNeo4j(conf=REPLAN_EACH_MINUTE) as neo:
             tmp = state.with_suffix(".tmp")
             tmp.write_text(json.dumps({"uri": neo.uri, "keeper": os.getpid()}))
             tmp.replace(state)  # readers see the whole address or none

@@ -36,16 +36,23 @@ def test_help_lists_every_subcommand_and_an_example():
         assert word in out
 
 
-def test_run_once_plays_the_demo_and_exits_zero(tmp_path):
-    proc = _mnemobus("run", "--once", env=_env(tmp_path))
+@pytest.fixture(scope="module")
+def demo_once(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """One `mnemobus run --once` for the tests that read what it printed: the same command in a fresh folder gave
+    them the same output, at the cost of a whole process (nats-server, store, demo) each."""
+    return _mnemobus("run", "--once", env=_env(tmp_path_factory.mktemp("demo-once")))
+
+
+def test_run_once_plays_the_demo_and_exits_zero(demo_once):
+    proc = demo_once
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "[demo] turn 3" in proc.stdout
     assert "stored episode" in proc.stdout
     assert "group user_josh now holds 3 episode(s)" in proc.stdout
 
 
-def test_run_once_recalls_a_fact_from_turn_one_in_a_later_turn(tmp_path):
-    proc = _mnemobus("run", "--once", env=_env(tmp_path))
+def test_run_once_recalls_a_fact_from_turn_one_in_a_later_turn(demo_once):
+    proc = demo_once
     later = proc.stdout.split("[demo] turn 2", 1)[1]
     assert "[User context — user_josh]" in later and "London" in later
 

@@ -6,12 +6,13 @@ and an `exclusive` test runs while no other test of the run does."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from mnemobus.kernel.testing import inner_pytest_env
 
 RECORD = '''
 import json, os, time
@@ -55,10 +56,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
     for name, body in SUITE.items():
         (suite / name).write_text("import pytest\nfrom record import record\n" + body)
     log = tmp / "run.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not a worker of ours
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "mnemobus.kernel.testing", "-p", "no:cacheprovider",
-                           "-n", "3", "--dist", "loadfile", "--no-loadscope-reorder", "--rootdir", str(suite), str(suite)],
-                          cwd=suite, env={**env, "RUN_LOG": str(log)}, capture_output=True, text=True, timeout=300)
+                           "-p", "xdist.plugin", "-n", "3", "--dist", "loadfile", "--no-loadscope-reorder", "--rootdir", str(suite), str(suite)],
+                          cwd=suite, env={**inner_pytest_env(), "RUN_LOG": str(log)}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return Run([json.loads(line) for line in log.read_text().splitlines()], done.stdout)
 
@@ -95,10 +95,9 @@ def test_a_file_with_a_slow_test_is_handed_out_first(run: list[dict[str, object]
 
 def test_a_nats_server_of_ones_own_is_refused_with_workers_naming_the_way_to_run_it(tmp_path: Path) -> None:
     """Every test deletes every stream of the server it is given: two workers on one server would break each other."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "mnemobus.kernel.testing", "-p", "no:cacheprovider",
-                           "-n", "2", "--nats-url=nats://127.0.0.1:4222", "--rootdir", str(tmp_path), str(tmp_path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                           "-p", "xdist.plugin", "-n", "2", "--nats-url=nats://127.0.0.1:4222", "--rootdir", str(tmp_path), str(tmp_path)],
+                          cwd=tmp_path, env=inner_pytest_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == pytest.ExitCode.USAGE_ERROR
     assert "--nats-url runs the tests one at a time" in done.stderr and "TEST_WORKERS=0" in done.stderr
 
