@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import anyio.to_thread
 
 from mnemobus.engine.embed import Embedder
-from mnemobus.engine.extract import Extractor
+from mnemobus.engine.extract import Extractor, LosesWork
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.graph_recall import HopSkipped
 from mnemobus.engine.ingest import Disambiguator, ExtractionObserver, Ingestor, word_subset_disambiguator
@@ -51,8 +51,8 @@ class MemoryEngine:
         self._warming_claimed = False
         self._hop_skipped: list[HopSkipped] = []
         self._extractor_failed: list[Callable[[], None]] = []
-        if (told := getattr(self.extractor, "on_failure", None)) is not None:  # an extractor that can lose work
-            told.append(self._extractor_failure)
+        if isinstance(self.extractor, LosesWork):
+            self.extractor.on_failure.append(self._extractor_failure)
 
     def claim_warming(self) -> bool:
         """True once per engine: the first role that serves recalls loads the indexes, the others do not again."""

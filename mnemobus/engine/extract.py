@@ -176,6 +176,14 @@ def entities_of(facts: Sequence[ExtractedFact], endings: Sequence[ExtractedEndin
     return tuple(found.values())
 
 
+@runtime_checkable
+class LosesWork(Protocol):
+    """Optional: an extractor that can lose work it was given (a parse child that died or hung: its chunks fail
+    and are redelivered); each of `on_failure` is called once per loss (the process's metrics: open_runtime)."""
+
+    on_failure: list[Callable[[], None]]
+
+
 #: told each chunk's positions (into the episodes given) and their extractions, in order, as each is ready
 ChunkReady = Callable[[list[int], list[Extraction | Exception]], Awaitable[None]]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,7 @@ from mnemobus.graphio.resumable import import_file
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.sqlite import SqliteStore
 
-sys.path.insert(0, str(Path(__file__).parent))
-from graph_support import build_josh  # noqa: E402  (the graphio tests' own helpers)
+from graph_support import build_josh  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio
 GROUP = GroupId("user_josh")

@@ -7,7 +7,6 @@ running while the batch is stored."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -19,18 +18,11 @@ from mnemobus.kernel.community_upkeep import CommunityUpkeep
 from mnemobus.shared.config import CommunitiesSettings, ExtractionSettings
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.metrics import CommunityMetrics, LlmMetrics
-from mnemobus.store.model import Episode, episode_id_for
 from mnemobus.store.sqlite import SqliteStore
+from tests.store.test_conformance import episode
 
 pytestmark = pytest.mark.anyio
 G = GroupId("user_upkeep")
-
-
-def turns(*texts: str, start: int = 0) -> list[Episode]:
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    return [Episode(id=episode_id_for(G, f"m{start + i}", "user"), group_id=G, content=text, role="user",
-                    source_message_id=f"m{start + i}", reference_time=t0 + timedelta(minutes=start + i))
-            for i, text in enumerate(texts)]
 
 
 async def test_a_batch_stored_while_a_refresh_runs_queues_no_second_refresh(tmp_path: Path) -> None:
@@ -41,8 +33,8 @@ async def test_a_batch_stored_while_a_refresh_runs_queues_no_second_refresh(tmp_
                              ExtractionSettings(), LlmMetrics(), CommunityMetrics())
     assert upkeep.refresher is not None
     try:
-        await engine.ingest_many(turns("Alice works at Acme.", "Bob works at Acme.", "Carol lives in Paris.",
-                                       "Dave lives in Paris."))
+        await engine.ingest_many([episode(G, f"m{i}", text) for i, text in enumerate((
+            "Alice works at Acme.", "Bob works at Acme.", "Carol lives in Paris.", "Dave lives in Paris."))])
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(upkeep.run, stop)
@@ -51,7 +43,7 @@ async def test_a_batch_stored_while_a_refresh_runs_queues_no_second_refresh(tmp_
                 with anyio.fail_after(10):
                     while not upkeep.refresher.refreshing(G):
                         await anyio.sleep(0.01)
-                erin = turns("Erin works at Acme.", start=10)
+                erin = [episode(G, "m10", "Erin works at Acme.")]
                 await engine.ingest_many(erin)
                 upkeep.stored(erin)
             with anyio.fail_after(30):
