@@ -57,8 +57,9 @@ JVM_OPENS = (
 )
 
 
-# For a server that lives seconds (fault tests): the client JIT only and the serial
-# collector spend less of two cores on compiling and GC threads during start-up.
+# For a server that lives seconds or minutes (fault tests, the test run's shared server, the chaos deployment's):
+# the client JIT only and the serial collector spend less of two cores on compiling and GC threads. A server in
+# tests mostly plans statements it meets a few times each, and the C2 compiler threads cost a third of its CPU.
 QUICK_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompilerCount=1")
 
 
@@ -70,6 +71,12 @@ QUICK_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompile
 # tests/store/test_neo4j_plans.py). Not the default: a bench that loads 100k facts and then queries wants its plans
 # made again within seconds.
 REPLAN_EACH_MINUTE = {"dbms.cypher.min_replan_interval": "60s"}
+
+# For the same servers: a statement is planned once for its text and its parameters' types, not once more for each
+# size class of its list and string parameters (Neo4j plans `UNWIND $ids` again when the list grows past 1, 10,
+# 100 ... items, and a worker's batches and a recall's reads vary in size all the time). Each plan of a long
+# statement cost a cold server 0.1-1 s of CPU; the plan shapes here are fixed by indexes and hints, not by sizes.
+FEW_PLANS = {**REPLAN_EACH_MINUTE, "internal.cypher.use_parameter_size": "false"}
 
 
 class LocalNeo4jError(RuntimeError):

@@ -1,7 +1,10 @@
 """One deployment for the chaos tests: 3 clustered nats-servers (streams at 3 replicas), a Neo4j of their own
 (one test restarts it), 2 memory plugins and 2 workers, each its own `mnemobus run --role` process.
-Its Neo4j plans a cached query again at most once a minute (REPLAN_EACH_MINUTE): from an empty database every write
-moves its statistics, and it replanned 111 times in one run of this file at Neo4j's default of 10 s.
+Its Neo4j plans a cached query again at most once a minute, and not again for each size class of a list parameter
+(FEW_PLANS: from an empty database every write moves its statistics, and it replanned 111 times in one run of this
+file at Neo4j's default of 10 s), and runs the client JIT only (QUICK_START_JVM): planning was ~60% of its Java
+samples and the C2 compiler threads 52 of its 135 s of CPU. The restarted-Neo4j test's whole CPU (the server's
+nearly all of it), alternated, load 5-11: 175 / 137 s as it was, 95 / 97 s with both.
 
 The deployment is warmed before the first test: a short load through the whole pipeline, until every episode
 it left is stored. A Neo4j that has just started plans every query afresh on a cold JVM: under the chaos load the
@@ -29,7 +32,7 @@ import pytest
 
 from mnemobus.kernel.app import open_runtime
 from mnemobus.kernel.localcluster import LocalDeployment
-from mnemobus.kernel.neo4j_local import REPLAN_EACH_MINUTE, LocalNeo4j, LocalNeo4jError, ensure_jars
+from mnemobus.kernel.neo4j_local import FEW_PLANS, QUICK_START_JVM, LocalNeo4j, LocalNeo4jError, ensure_jars
 from mnemobus.kernel.plugin import PluginContext
 from mnemobus.kernel.runner import run_plugins
 from mnemobus.store.neo4j import Neo4jStore
@@ -46,7 +49,8 @@ def chaos_system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chaos]:
     root = tmp_path_factory.mktemp("chaos")
     try:
         ensure_jars()
-        neo4j = LocalNeo4j(home=root / "neo4j", heap="512m", pagecache="128m", conf=REPLAN_EACH_MINUTE)
+        neo4j = LocalNeo4j(home=root / "neo4j", heap="512m", pagecache="128m", conf=FEW_PLANS,
+                           jvm_options=QUICK_START_JVM)
         neo4j.start()
     except LocalNeo4jError as exc:
         pytest.fail(f"the chaos tests' Neo4j could not start: {exc}", pytrace=False)

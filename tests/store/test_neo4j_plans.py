@@ -92,3 +92,22 @@ async def test_the_runs_neo4j_plans_a_cached_statement_again_at_most_once_a_minu
     records, _, _ = await driver.execute_query(
         "SHOW SETTINGS YIELD name, value WHERE name = 'dbms.cypher.min_replan_interval' RETURN value")
     assert [r["value"] for r in records] == ["1m"]  # REPLAN_EACH_MINUTE's 60s, as the server writes it
+
+
+def cached_plans(message: str) -> int:
+    """The number in `db.clearQueryCaches()`'s answer: 'Query caches successfully cleared of N queries.'"""
+    return int(message.rsplit(" of ", 1)[1].split()[0])
+
+
+@pytest.mark.exclusive  # it empties the server's plan cache and counts it: no other test's statements may be in it
+async def test_the_runs_neo4j_plans_a_statement_once_whatever_the_size_of_its_lists(driver: AsyncDriver) -> None:
+    """At Neo4j's default a statement is planned again for each size class of a list parameter (1, 10, 100 ...
+    items); a worker's batches and a recall's reads vary in size all the time, and each plan of a long statement
+    cost a cold server 0.1-1 s of CPU (FEW_PLANS in kernel/neo4j_local.py)."""
+    if os.environ.get("NEO4J_URI"):
+        pytest.skip("NEO4J_URI names a server of yours, configured by you")
+    await driver.execute_query("CALL db.clearQueryCaches()")
+    for size in (1, 5, 50, 500):
+        await driver.execute_query("UNWIND $ids AS id RETURN count(id) AS how_many_plans", ids=list(range(size)))
+    records, _, _ = await driver.execute_query("CALL db.clearQueryCaches()")
+    assert cached_plans(records[0]["value"]) == 1, records[0]["value"]
