@@ -658,15 +658,13 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
                 conn.execute("BEGIN IMMEDIATE")
                 before = self.graphs.held_versions(conn)  # the held graphs told the counts, not read back
                 flushed = self._flush_retrievals_in(conn)
-                after = self.graphs.held_versions(conn)
-                conn.execute("COMMIT")
+                with self.graphs.counting(before, self.graphs.held_versions(conn), flushed):
+                    conn.execute("COMMIT")
             finally:
                 conn.close()  # rolls back whatever did not commit
         except sqlite3.Error as exc:
             self._restore_retrievals(flushed)  # owed again: the next transaction or thread writes them
             log.warning("writing %d retrieval counts failed, kept for later: %s", len(flushed), exc)
-            return
-        self.graphs.counted(before, after, flushed)
 
     # -- candidate queries ------------------------------------------------------------
 
