@@ -5,13 +5,16 @@ Run: `.venv/bin/python bench/profile_recall_100k.py build|time|breakdown|pyspy [
 [--n N]`. The store is kept under $BENCH_TMP (default /tmp/mnemobus-recall-100k) with the names its queries draw
 from, so repeated runs (and a second checkout, for an alternated A/B) skip the 2-minute load. `time` prints p50/p99
 for the mode; `breakdown` the wall time per store read a recall (a read waiting on the page cache shows too) (they all run on one thread, in one snapshot);
-`pyspy` records a flame graph of `time` into bench/profiles/.
+`pyspy` records a flame graph of `time` into bench/profiles/; `tail` times each step of every recall (wall and CPU,
+and the collector's pauses) and compares the slowest 5% of recalls with the median ones: which step grows in the tail.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import statistics
 import json
 import os
 import shutil
@@ -87,9 +90,96 @@ async def timed(mode: str, n: int, spent: dict[str, float] | None = None) -> dic
     return {**summary_ms(lat), "max_ms": round(1000 * max(lat), 3)}
 
 
+# the steps `tail` times per recall: (module or class, attribute, name shown); store reads and the graph step's parts
+def tail_steps(store: SqliteStore) -> list[tuple[object, str, str]]:
+    from mnemobus.engine import graph_recall, recall
+    from mnemobus.store.fact_graph import FactEdges
+    from mnemobus.store.sqlite import store as sqlite_store
+
+    steps: list[tuple[object, str, str]] = [(store, name, name) for name in (*STORE_STEPS, "entity_links", "run_reads")]
+    steps += [(graph_recall, f, "graph." + f) for f in ("chosen_seeds", "local_graph", "spread", "pagerank", "by_hops")]
+    steps += [(store.graphs, "current", "fact_graph_current"), (store, "_write_counts", "retrieval_counts_written")]
+    steps += [(recall, "rrf", "rrf"), (sqlite_store, "newest_mentions", "entity_links.newest_mentions"),
+              (FactEdges, "around", "entity_links.around")]
+    return steps
+
+
+def _per_call(now: dict[str, list[float]], name: str, fn):  # type: ignore[no-untyped-def]
+    """`fn` with its wall and thread CPU time added to now[name] (the current recall's figures)."""
+    import inspect
+
+    def add(w: float, c: float) -> None:
+        got = now.setdefault(name, [0.0, 0.0])
+        got[0] += time.perf_counter() - w
+        got[1] += time.thread_time() - c
+
+    if inspect.iscoroutinefunction(fn):
+        async def async_wrapper(*a, **k):  # type: ignore[no-untyped-def]
+            w, c = time.perf_counter(), time.thread_time()
+            try:
+                return await fn(*a, **k)
+            finally:
+                add(w, c)
+        return async_wrapper
+
+    def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+        w, c = time.perf_counter(), time.thread_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            add(w, c)
+    return wrapper
+
+
+async def tail(mode: str, n: int) -> dict[str, object]:
+    """Per recall: wall, process CPU, each step's wall/CPU and the collector's pauses; then the mean of each over the
+    median band (45th-55th percentile of wall) and over the slowest 5%."""
+    store, engine, group, names, now_at = await engine_for(mode)
+    qs = queries(names, n)
+    for q in qs[:20]:
+        await engine.recall(RecallQuery(q, (group,), as_of=now_at))
+    store.vectors.wait_for_indexes()
+    now: dict[str, list[float]] = {}
+    for owner, attr, name in [*tail_steps(store), (engine.embedder, "embed", "query_embedding")]:
+        fn = getattr(owner, attr, None)
+        if fn is not None:
+            setattr(owner, attr, _per_call(now, name, fn))
+    gc_started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_started.append(time.perf_counter())
+        elif gc_started:
+            got = now.setdefault(f"gc{info['generation']}", [0.0, 0.0])
+            got[0] += time.perf_counter() - gc_started.pop()
+
+    gc.callbacks.append(on_gc)
+    rows: list[dict[str, list[float]]] = []
+    for q in qs:
+        now.clear()
+        w, c = time.perf_counter(), time.process_time()
+        await engine.recall(RecallQuery(q, (group,), as_of=now_at, max_facts=10, max_episodes=3))
+        now["recall"] = [time.perf_counter() - w, time.process_time() - c]
+        rows.append({k: list(v) for k, v in now.items()})
+    gc.callbacks.remove(on_gc)
+    await engine.close()
+    rows.sort(key=lambda r: r["recall"][0])
+    bands = {"median": rows[int(0.45 * n): int(0.55 * n) + 1], "slowest5": rows[int(0.95 * n):]}
+    steps = sorted({k for r in rows for k in r}, key=lambda k: -sum(r.get(k, [0, 0])[0] for r in bands["slowest5"]))
+    table = {}
+    for step in steps:
+        table[step] = {f"{band}_{what}_ms": round(1000 * statistics.fmean(r.get(step, [0.0, 0.0])[i] for r in rs), 3)
+                       for band, rs in bands.items() for i, what in ((0, "wall"), (1, "cpu"))}
+    slowest = [{k: round(1000 * v[0], 2) for k, v in sorted(r.items(), key=lambda kv: -kv[1][0])[:6]}
+               for r in rows[-5:]]
+    return {"mode": mode, **summary_ms([r["recall"][0] for r in rows]),
+            "cpu_ms_per_recall": round(1000 * statistics.fmean(r["recall"][1] for r in rows), 3), "steps": table,
+            "slowest": slowest}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["build", "time", "breakdown", "pyspy"])
+    ap.add_argument("what", choices=["build", "time", "breakdown", "pyspy", "tail"])
     ap.add_argument("--mode", default="off", choices=["off", "bfs", "activation", "ppr", "ppr_turns"])
     ap.add_argument("--n", type=int, default=300)
     args = ap.parse_args()
@@ -104,6 +194,17 @@ def main() -> None:
         figures = asyncio.run(timed(args.mode, args.n, spent))
         per = {f"us_{k}": round(1e6 * v / args.n, 1) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}
         print(json.dumps({"mode": args.mode, **figures, **per}, indent=1))
+    elif args.what == "tail":
+        result = asyncio.run(tail(args.mode, args.n))
+        steps, slowest = result.pop("steps"), result.pop("slowest")
+        print(json.dumps(result))
+        print(f"{'step':34} {'median wall':>12} {'cpu':>8} {'slowest5% wall':>15} {'cpu':>8}")
+        for step, f in steps.items():  # type: ignore[attr-defined]
+            print(f"{step:34} {f['median_wall_ms']:12.3f} {f['median_cpu_ms']:8.3f} {f['slowest5_wall_ms']:15.3f} "
+                  f"{f['slowest5_cpu_ms']:8.3f}")
+        print("the five slowest recalls, their six longest steps (wall ms):")
+        for r in slowest:  # type: ignore[attr-defined]
+            print(" ", r)
     else:
         out = Path(__file__).resolve().parent / "profiles" / f"recall_100k_{args.mode}.svg"
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")

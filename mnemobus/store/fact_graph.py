@@ -237,6 +237,13 @@ class FactGraph(FactEdges):
                 self.touching.setdefault(e, []).append(i)  # type: ignore[arg-type]
         self.size = need
 
+    def add_retrievals(self, counts: dict[str, int]) -> None:
+        """Each held fact's retrieval count raised by its number in `counts` (ids not held are not this graph's)."""
+        held = [(i, n) for fid, n in counts.items() if (i := self.pos.get(fid)) is not None]
+        if held:
+            at = np.fromiter((i for i, _ in held), dtype=np.int64, count=len(held))
+            self.retrievals[at] += np.fromiter((n for _, n in held), dtype=np.int64, count=len(held))
+
     def valid(self, fact_ids: Sequence[str], t: float) -> set[str]:
         """Those of the ids that name a fact valid at t (an id not held is not)."""
         held = [fid for fid in fact_ids if fid in self.pos]
@@ -284,3 +291,8 @@ class FactGraphCache:
     def drop(self, group_id: str) -> None:
         with self._lock:
             self._graphs.pop(group_id, None)
+
+    def held(self) -> dict[str, FactGraph]:
+        """The graphs held now, by group (a copy: the cache may change meanwhile)."""
+        with self._lock:
+            return dict(self._graphs)

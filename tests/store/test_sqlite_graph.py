@@ -158,3 +158,54 @@ async def test_a_deletion_in_a_group_not_written_since_versions_existed_reaches_
     finally:
         await writer.close()
         await reader.close()
+
+
+async def _counted_in_background(store: SqliteStore, ids: list[str]) -> None:
+    """1,000 retrievals or more are written by a thread of the store's own: marked, then that thread waited for."""
+    import anyio
+
+    await store.mark_retrieved(G, ids)
+    assert store._count_writer is not None
+    await anyio.to_thread.run_sync(store._count_writer.join, 10.0)
+
+
+def _file_version(store: SqliteStore) -> int:
+    with sqlite3.connect(store.path) as other:
+        return other.execute("SELECT ver FROM group_versions WHERE group_id = ?", (G,)).fetchone()[0]
+
+
+async def test_the_background_retrieval_count_writer_tells_the_held_graph_its_counts(reader: SqliteStore) -> None:
+    """Not read back by the group's next recall: that read was 1,000 rows at 100k facts (the p99)."""
+    from test_sqlite_text import _drinks  # same folder (pytest prepend import mode)
+
+    rows = _drinks(G, 1000, rare_every=10)
+    reader.bulk_load_sync([], rows)
+    ids = [f.id for f, _ in rows]
+    await reader.fact_standings(G, ids[:1])  # the group's graph is held from here on
+    held = reader.graphs.cache.get(G)
+    assert held is not None
+    await _counted_in_background(reader, ids)
+    assert held.version == _file_version(reader)
+    assert {s.retrieval_count for s in held.standings(ids, {})} == {1}
+
+
+async def test_a_held_graph_behind_the_file_is_left_to_its_next_read_by_the_count_writer(
+    reader: SqliteStore, writer: SqliteStore
+) -> None:
+    """Its counts alone would skip the other process's write; the next read takes both."""
+    from test_sqlite_text import _drinks  # same folder (pytest prepend import mode)
+
+    g = await alice_graph(writer, G)
+    rows = _drinks(G, 1000, rare_every=10)
+    reader.bulk_load_sync([], rows)
+    ids = [f.id for f, _ in rows]
+    await reader.fact_standings(G, ids[:1])
+    held = reader.graphs.cache.get(G)
+    assert held is not None
+    tea = entity(G, "Tea", kind="thing")
+    likes_tea = fact(G, g["alice"], "likes", tea, "Alice likes tea", confidence=0.95)  # type: ignore[arg-type]
+    await put(writer, entities=[tea], facts=[likes_tea])  # the held graph is behind the file from here
+    await _counted_in_background(reader, ids)
+    assert held.version < _file_version(reader)
+    standings = await reader.fact_standings(G, [likes_tea.id, *ids])
+    assert standings[0].id == likes_tea.id and {s.retrieval_count for s in standings[1:]} == {1}

@@ -656,8 +656,10 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                before = self.graphs.held_versions(conn)  # the held graphs told the counts, not read back
                 flushed = self._flush_retrievals_in(conn)
-                conn.execute("COMMIT")
+                with self.graphs.counting(before, self.graphs.held_versions(conn), flushed):
+                    conn.execute("COMMIT")
             finally:
                 conn.close()  # rolls back whatever did not commit
         except sqlite3.Error as exc:
