@@ -332,7 +332,8 @@ class ReportsDeadlocks(Protocol):
     caller sees, so the process's metrics listen (open_runtime)."""
 
     def observe_deadlocks(self, observer: Callable[[str], None]) -> None:
-        """`observer(outcome)` once per write transaction that lost a deadlock: replayed or gave_up."""
+        """`observer(outcome)` once per write transaction that lost a deadlock: replayed or gave_up; and
+        erased_meanwhile once per try that waited for a lock an erasure of its group took away."""
 
 
 @runtime_checkable

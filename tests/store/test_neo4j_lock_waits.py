@@ -98,7 +98,7 @@ async def test_a_write_that_waited_behind_an_erasures_count_is_refused_and_the_c
     assert await neo.erasure_counts([group]) == {group: before + 1}
 
 
-async def test_a_batch_that_waited_for_a_version_node_an_erasure_deleted_is_dropped_with_the_group(
+async def test_a_batch_that_waited_for_a_version_node_an_erasure_deleted_is_dropped_with_the_group_and_said(
     neo: Neo4jStore, other: Neo4jStore, group: GroupId
 ) -> None:
     # the lock then read the deleted node's version as null and the batch failed with a TypeError (seen when a
@@ -106,6 +106,8 @@ async def test_a_batch_that_waited_for_a_version_node_an_erasure_deleted_is_drop
     await put(neo, episodes=[episode(group, "m0", "the group's first turn")])
     seen = await other.erasure_counts([group])
     late = episode(group, "m1", "said while the group was erased")
+    told: list[str] = []
+    other.observe_deadlocks(told.append)  # the process's mnemobus_store_deadlocks_total{outcome} (kernel/app.py)
 
     async def store_late(tx: Any) -> bool:
         await tx.check_not_erased(group, seen[group])
@@ -126,6 +128,7 @@ async def test_a_batch_that_waited_for_a_version_node_an_erasure_deleted_is_drop
                 await erasing.commit()
     assert [type(o) for o in outcome[0]] == [GroupErased]
     assert await neo.count_episodes(group) == 0
+    assert told == ["erased_meanwhile"]  # a lost lock race, not a deadlock
 
 
 async def _into(out: list[Any], work: Any) -> None:

@@ -19,8 +19,9 @@ from mnemobus.shared.errors import StoreUnavailable
 
 #: what an observer of the store's deadlocks is told (Writes.observe_deadlocks, the metric
 #: mnemobus_store_deadlocks_total): the transaction ran again and was stored, or it could not be (its reads
-#: answered differently the second time, or it lost every try) and the caller was told to retry
-REPLAYED, GAVE_UP = "replayed", "gave_up"
+#: answered differently the second time, or it lost every try) and the caller was told to retry; and a write that
+#: waited for a group's version node while an erasure deleted it (VersionNodeErased: no deadlock, run again)
+REPLAYED, GAVE_UP, ERASED_MEANWHILE = "replayed", "gave_up", "erased_meanwhile"
 
 
 def is_deadlock(exc: BaseException) -> bool:

@@ -14,7 +14,8 @@ from mnemobus.shared.errors import StoreIntegrityError, StoreUnavailable
 from mnemobus.store.contract import Prefetch, Vector
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.neo4j.cypher import BUMP_VERSIONS, TRANSIENT, VERSION_OF
-from mnemobus.store.neo4j.deadlocks import GAVE_UP, REPLAYED, lost_a_deadlock, lost_a_lock_race, pause_before_try
+from mnemobus.store.neo4j.deadlocks import (ERASED_MEANWHILE, GAVE_UP, REPLAYED, VersionNodeErased, lost_a_deadlock,
+                                            lost_a_lock_race, pause_before_try)
 from mnemobus.store.neo4j.rows import entity_params, fact_params, run_rows
 from mnemobus.store.neo4j.tuning import LOCK_RETRIES
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
@@ -35,6 +36,8 @@ async def again_after_lost_lock_race(attempt: Callable[[], Awaitable[T]], what: 
             if not lost_a_lock_race(exc):
                 raise
             deadlocked = deadlocked or lost_a_deadlock(exc)
+            if isinstance(exc, VersionNodeErased):
+                on_deadlock(ERASED_MEANWHILE)  # each one: seen in the metric beside the deadlocks, not as one
             if n == LOCK_RETRIES:
                 if deadlocked:
                     on_deadlock(GAVE_UP)
@@ -54,7 +57,8 @@ class Writes:
 
     def observe_deadlocks(self, observer: Callable[[str], None]) -> None:
         """`observer(outcome)` once per write transaction that lost a deadlock to another writer: REPLAYED (it ran
-        again and was stored) or GAVE_UP (the caller was told to retry); see deadlocks.py."""
+        again and was stored) or GAVE_UP (the caller was told to retry); and ERASED_MEANWHILE once per try that
+        waited for a group's version node an erasure deleted (run again; see deadlocks.py)."""
         self._deadlock_observers.append(observer)
 
     def _deadlocked(self, outcome: str) -> None:
