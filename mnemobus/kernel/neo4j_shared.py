@@ -89,7 +89,8 @@ def keep(state: Path, owner_pid: int) -> int:
         # its database grows from nothing during the run, so at Neo4j's default every cached statement was planned
         # again each 10 s (212 replans in the first 223 s of one run), and again for each size class of its lists:
         # FEW_PLANS. Planning is most of what such a server does for the tests (the chaos server's, JFR: ~60% of its
-        # Java samples) and the JVM's C2 compiler threads cost another third of its CPU, so it runs the client compiler only (QUICK_START_JVM).
+        # Java samples) and the JVM's C2 compiler threads cost another third of its CPU, so it runs the client
+        # compiler only (QUICK_START_JVM).
         # The server's CPU over 90 Neo4j tests (-n 2): 149 / 158 s as it was, 112 / 121 s with FEW_PLANS, 85 s both.
         with LocalNeo4j(conf=FEW_PLANS, jvm_options=QUICK_START_JVM) as neo:
             tmp = state.with_suffix(".tmp")

@@ -138,8 +138,9 @@ class PipelineMetrics:
             "mnemobus_identity_reloads_total", "users.yaml reloads (ok, rejected)", ["outcome"], registry=r)
         self.store_deadlocks = Counter(
             "mnemobus_store_deadlocks_total", "Write transactions the store (Neo4j) lost to another writer's "
-            "deadlock, by outcome: replayed (run again and stored) or gave_up (the caller retries); and erased_meanwhile: "
-            "tries that waited for a group's lock while an erasure of the group deleted it (run again)", ["outcome"],
+            "deadlock, by outcome: replayed (run again and stored) or gave_up (the caller retries); and "
+            "erased_meanwhile: tries that waited for a group's lock while an erasure of the group deleted it (run "
+            "again)", ["outcome"],
             registry=r)
         self.vector_cache_crowded = Counter(
             "mnemobus_vector_cache_crowded_total", "Times a group's own vector matrix was evicted to make room for "

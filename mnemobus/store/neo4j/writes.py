@@ -26,9 +26,10 @@ T = TypeVar("T")
 
 async def again_after_lost_lock_race(attempt: Callable[[], Awaitable[T]], what: str,
                                      on_deadlock: Callable[[str], None] = lambda outcome: None) -> T:
-    """Run a whole transaction again when the server chose it as a deadlock's victim (LOCK_RETRIES times at most):
-    the other writer has its locks by then, so the next try goes through; any other failure is the caller's."""
-    deadlocked = False  # an erasure's race is no deadlock: only deadlocks reach the observer
+    """Run a whole transaction again when it lost a race for a lock (LOCK_RETRIES times at most): a deadlock's victim
+    (the other writer has its locks by then, so the next try goes through) or a wait for a version node an erasure
+    deleted (the next try meets the erasure); any other failure is the caller's."""
+    deadlocked = False  # an erasure's race is no deadlock: the observer hears it as erased_meanwhile, never replayed
     for n in range(LOCK_RETRIES + 1):
         try:
             result = await attempt()
