@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.neo4j import Neo4jStore
-from mnemobus.store.neo4j.coalesce import combine_reads
+from mnemobus.store.neo4j.coalesce import combine_reads, statements_for
 from test_conformance import T0, alice_graph, vec  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio
@@ -36,9 +37,28 @@ def count_round_trips(store: Neo4jStore) -> list[str]:
 
 
 def test_combined_reads_keep_their_parameters_apart() -> None:
-    text, params = combine_reads([("RETURN $x AS a", ("a",), {"x": 1}), ("RETURN $x AS b, $y AS c", ("b", "c"), {"x": 2, "y": 3})])
+    text, params, _ = combine_reads([("RETURN $x AS a", ("a",), {"x": 1}),
+                                     ("RETURN $x AS b, $y AS c", ("b", "c"), {"x": 2, "y": 3})])
     assert params == {"b0_x": 1, "b1_x": 2, "b1_y": 3}
     assert "$b0_x" in text and "$b1_x" in text and "$x" not in text.replace("$b0_x", "").replace("$b1_x", "")
+
+
+def test_a_combined_statements_text_names_its_reads_not_their_number_or_order() -> None:
+    by_id = ("MATCH (n {id: $id}) RETURN n.x AS x", ("x",))
+    count = ("MATCH (n) RETURN count(n) AS c", ("c",))
+
+    def text(*reads: tuple[str, tuple[str, ...], dict[str, object]]) -> str:
+        return combine_reads(reads)[0]
+
+    two = text((*by_id, {"id": 1}), (*count, {}), (*by_id, {"id": 2}))
+    assert two == text((*count, {}), (*by_id, {"id": 3}), (*by_id, {"id": 4}), (*by_id, {"id": 5}))
+
+
+def test_copies_of_a_read_with_a_limit_go_one_to_a_statement() -> None:
+    # LIMIT and SKIP take only parameters and literals, so such a read cannot run once per row of a list
+    queries = ["MATCH (n) RETURN n LIMIT $k", "MATCH (n {id: $id}) RETURN n", "MATCH (n) RETURN n LIMIT $k",
+               "MATCH (n {id: $id}) RETURN n"]
+    assert statements_for(queries) == [[0, 1, 3], [2]]
 
 
 # full-text scores count every group's documents in the index: another worker writing between the two reads
@@ -65,6 +85,31 @@ async def test_reads_issued_together_share_one_round_trip_and_answer_as_alone(se
     assert alone[0] and alone[1] and alone[2] and alone[6]  # the corpus answers these, so the test means something
     # the walk's second hop depends on its first: at most one more round trip, never one per read
     assert len(sent) <= 2, sent
+
+
+async def test_copies_of_a_read_for_several_groups_share_one_statement_and_answer_as_alone(
+    server_only: Neo4jStore, new_group: Callable[[str], GroupId]
+) -> None:
+    neo = server_only
+    graphs = {g: await alice_graph(neo, g) for g in (new_group("c"), new_group("c"), new_group("c"))}
+
+    def calls(group: GroupId) -> list[Callable[[], Awaitable[Any]]]:
+        g = graphs[group]
+        return [lambda: neo.get_facts(group, [f.id for f in g["facts"]]),  # type: ignore[attr-defined]
+                lambda: neo.get_episodes(group, [g["ep"].id]),  # type: ignore[attr-defined]
+                lambda: neo.search_entities_vector(group, vec("Alice"), 3)]  # its LIMIT: one copy a statement
+
+    groups = list(graphs)
+    alone = [await c() for group in groups for c in calls(group)]
+    assert all(alone)  # each read answers something, so the comparison means something
+    sent = count_round_trips(neo)
+    two = await asyncio.gather(*(c() for group in groups[:2] for c in calls(group)))
+    first_of_two = sent[0]
+    sent.clear()
+    three = await asyncio.gather(*(c() for group in groups for c in calls(group)))
+    assert list(two) == alone[:6] and list(three) == alone
+    assert len(sent) == 3  # the facts and episodes of every group and one search; the other two searches
+    assert sent[0] == first_of_two  # one text, planned once by the server, whatever the number of groups
 
 
 async def test_a_failing_read_fails_alone(neo: Neo4jStore, group: GroupId) -> None:

@@ -16,27 +16,85 @@ from mnemobus.store.neo4j.rows import record_dicts
 
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-MAX_COALESCED = 16  # reads per combined statement
+# a read whose text can run once per row of a list of parameter maps: its parameters may become map fields (not in
+# LIMIT or SKIP, which take only parameters and literals) and it has no subquery of its own (which would have to
+# import the map); the rest are sent one copy per statement
+_NOT_PER_ROW = re.compile(r"\b(LIMIT|SKIP|UNION)\b|CALL\s*\{", re.IGNORECASE)
+MAX_COALESCED = 16  # distinct reads per combined statement
+MAX_PER_ROW = 64  # copies of one read, each with its own parameters, in one statement
 LANE_ANN = 1  # HNSW queries, each sent alone: one costs more than all the other reads of a recall together
 
+Read = tuple[str, tuple[str, ...], dict[str, Any]]  # query text, its columns, its parameters
+Place = tuple[str, int | None]  # a read's rows in a combined answer: the column, and its row there if it was one of many
 
-def combine_reads(reads: Sequence[tuple[str, tuple[str, ...], dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
-    """Several constant read queries as one statement returning one row, column mb_b<i> = query i's rows.
 
-    Every subquery's rows are collected in the order the subquery returns them, inside a subquery
-    of its own (aggregating without grouping keys, so an empty answer still yields one row, []);
-    parameters are renamed b<i>_<name> so the reads cannot clash.
+def runs_per_row(query: str) -> bool:
+    """Whether copies of `query` can share one statement as rows of a list (see `combine_reads`)."""
+    return _NOT_PER_ROW.search(query) is None
+
+
+def statements_for(queries: Sequence[str]) -> list[list[int]]:
+    """The reads (by index) each combined statement carries: every copy of a per-row read in one statement (up to
+    MAX_PER_ROW), a read of another kind one copy per statement, at most MAX_COALESCED distinct reads in each."""
+    kinds: dict[str, list[int]] = {}
+    for i, query in enumerate(queries):
+        kinds.setdefault(query, []).append(i)
+    waves: list[list[list[int]]] = []  # wave w: the w-th share of each kind
+    for query, copies in kinds.items():
+        step = MAX_PER_ROW if runs_per_row(query) else 1
+        for w, start in enumerate(range(0, len(copies), step)):
+            if w == len(waves):
+                waves.append([])
+            waves[w].append(copies[start : start + step])
+    return [[i for share in wave[k : k + MAX_COALESCED] for i in share]
+            for wave in waves for k in range(0, len(wave), MAX_COALESCED)]
+
+
+def combine_reads(reads: Sequence[Read]) -> tuple[str, dict[str, Any], list[Place]]:
+    """Several constant read queries as one statement returning one row; where each read's rows are in it.
+
+    The statement's text depends on which reads it carries, not on how many copies of each nor on their order, so
+    the server plans it once: copies of a read that `runs_per_row` become one part that runs the read once per row
+    of a list of parameter maps (`$b<j>`, the read's `$x` becoming `mb_p.x`) and collects each copy's rows apart;
+    a read alone keeps its parameters, renamed b<j>_<name> so the reads cannot clash; the parts go in the order of
+    their texts. Each part collects its rows inside a subquery of its own (aggregating without grouping keys, so an
+    empty answer still yields one row, []).
     """
+    kinds: dict[str, list[int]] = {}
+    for i, (query, _, _) in enumerate(reads):
+        kinds.setdefault(query, []).append(i)
     parts: list[str] = []
     params: dict[str, Any] = {}
-    done: list[str] = []
-    for i, (query, cols, ps) in enumerate(reads):
-        text = _PARAM.sub(lambda m, i=i: f"$b{i}_{m.group(1)}", query)
-        params.update({f"b{i}_{k}": v for k, v in ps.items()})
-        row = "{" + ", ".join(f"{c}: {c}" for c in cols) + "}"
-        parts.append(f"CALL {{ CALL {{ {text} }} RETURN collect({row}) AS mb_b{i} }}")
-        done.append(f"mb_b{i}")
-    return " ".join(parts) + " RETURN " + ", ".join(done), params
+    places: list[Place] = [("", None)] * len(reads)
+    j = 0
+    for query in sorted(kinds):
+        copies = kinds[query]
+        row = "{" + ", ".join(f"{c}: {c}" for c in reads[copies[0]][1]) + "}"
+        if len(copies) > 1 and runs_per_row(query):
+            inner = _PARAM.sub(lambda m: f"mb_p.{m.group(1)}", query)
+            parts.append(f"CALL {{ UNWIND range(0, size($b{j}) - 1) AS mb_i CALL {{ WITH mb_i WITH $b{j}[mb_i] AS mb_p "
+                         f"CALL {{ WITH mb_p {inner} }} RETURN collect({row}) AS mb_rows }} "
+                         f"RETURN collect([mb_i, mb_rows]) AS mb_b{j} }}")
+            params[f"b{j}"] = [reads[i][2] for i in copies]
+            for n, i in enumerate(copies):
+                places[i] = (f"mb_b{j}", n)
+            j += 1
+            continue
+        for i in copies:  # alone, or a kind that cannot run per row (statements_for never sends two of those)
+            text = _PARAM.sub(lambda m, j=j: f"$b{j}_{m.group(1)}", query)
+            params.update({f"b{j}_{k}": v for k, v in reads[i][2].items()})
+            parts.append(f"CALL {{ CALL {{ {text} }} RETURN collect({row}) AS mb_b{j} }}")
+            places[i] = (f"mb_b{j}", None)
+            j += 1
+    return " ".join(parts) + " RETURN " + ", ".join(f"mb_b{n}" for n in range(j)), params, places
+
+
+def rows_at(answer: dict[str, Any], place: Place) -> list[Any]:
+    """One read's rows out of a combined answer (see `combine_reads`)."""
+    column, n = place
+    if n is None:
+        return answer[column]
+    return dict(answer[column])[n]
 
 
 
@@ -72,8 +130,9 @@ class CoalescedReads:
         Each Bolt round trip costs 1-2 ms of driver work on loopback (several under load, far more
         across a network), and two cores cannot overlap much of it, so reads queued in one turn
         are sent as one statement: each becomes a `CALL { ... }` whose rows are collected into one
-        list column (`cols` names the query's columns). The query text is constant; only its
-        parameter names are rewritten apart. When the combined statement fails for a reason other
+        list column (`cols` names the query's columns). The query text is constant; the combined
+        statement's text depends only on which reads it carries (`combine_reads`), so the server plans
+        few of them. When the combined statement fails for a reason other
         than a transient one, each read is retried on its own so one bad read fails only itself.
         Reads of different `lane`s go in separate statements, sent side by side, and LANE_ANN reads
         each alone: the server runs one statement on one thread, and an HNSW query costs more than
@@ -101,9 +160,12 @@ class CoalescedReads:
             if not fut.done():  # a cancelled caller no longer wants its rows
                 lanes.setdefault(lane, []).append((query, cols, params, fut))
         for lane, batch in lanes.items():
-            size = 1 if lane == LANE_ANN else MAX_COALESCED
-            for i in range(0, len(batch), size):
-                task = asyncio.get_running_loop().create_task(self._run_batch(batch[i : i + size]))
+            if lane == LANE_ANN:
+                shares = [[i] for i in range(len(batch))]
+            else:
+                shares = statements_for([query for query, *_ in batch])
+            for share in shares:
+                task = asyncio.get_running_loop().create_task(self._run_batch([batch[i] for i in share]))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
@@ -126,7 +188,7 @@ class CoalescedReads:
 
         # even a read alone is sent combined: its rows come back collected in one record, and each record
         # costs the driver ~0.15 ms (30 fact rows: 7 ms as records, 2.6 ms as one list)
-        text, merged = combine_reads([(q, c, p) for q, c, p, _ in batch])
+        text, merged, places = combine_reads([(q, c, p) for q, c, p, _ in batch])
         try:
             rows = await self._read_rows(text, **merged)
         except StoreUnavailable as exc:
@@ -147,6 +209,6 @@ class CoalescedReads:
             for *_, fut in batch:
                 settle(fut, exc=StoreUnavailable(f"Neo4j answered a combined read with {len(rows)} rows"))
             return
-        for i, (*_, fut) in enumerate(batch):
-            settle(fut, rows[0][f"mb_b{i}"])
+        for place, (*_, fut) in zip(places, batch):
+            settle(fut, rows_at(rows[0], place))
 
