@@ -18,7 +18,7 @@ import pytest
 
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.neo4j import Neo4jStore
-from mnemobus.store.neo4j.coalesce import combine_reads, statements_for
+from mnemobus.store.neo4j.coalesce import combine_reads, kind_of, statements_for
 from test_conformance import T0, alice_graph, vec  # same folder (pytest prepend import mode)
 
 pytestmark = pytest.mark.anyio
@@ -54,11 +54,13 @@ def test_a_combined_statements_text_names_its_reads_not_their_number_or_order() 
     assert two == text((*count, {}), (*by_id, {"id": 3}), (*by_id, {"id": 4}), (*by_id, {"id": 5}))
 
 
-def test_copies_of_a_read_with_a_limit_go_one_to_a_statement() -> None:
-    # LIMIT and SKIP take only parameters and literals, so such a read cannot run once per row of a list
-    queries = ["MATCH (n) RETURN n LIMIT $k", "MATCH (n {id: $id}) RETURN n", "MATCH (n) RETURN n LIMIT $k",
-               "MATCH (n {id: $id}) RETURN n"]
-    assert statements_for(queries) == [[0, 1, 3], [2]]
+def test_copies_of_a_read_share_a_statement_where_their_limits_agree() -> None:
+    # LIMIT and SKIP take only parameters and literals, so copies asking other limits are parts apart, and a read
+    # with a subquery of its own cannot run once per row at all
+    limited, by_id, nested = "MATCH (n) RETURN n LIMIT $k", "MATCH (n {id: $id}) RETURN n", "CALL { RETURN 1 AS x } RETURN x"
+    reads = [(limited, {"k": 3}), (by_id, {"id": 1}), (limited, {"k": 3}), (limited, {"k": 5}), (nested, {}),
+             (by_id, {"id": 2}), (nested, {})]
+    assert statements_for([kind_of(q, p) for q, p in reads]) == [[0, 2, 1, 5, 3, 4], [6]]
 
 
 # full-text scores count every group's documents in the index: another worker writing between the two reads
@@ -97,7 +99,8 @@ async def test_copies_of_a_read_for_several_groups_share_one_statement_and_answe
         g = graphs[group]
         return [lambda: neo.get_facts(group, [f.id for f in g["facts"]]),  # type: ignore[attr-defined]
                 lambda: neo.get_episodes(group, [g["ep"].id]),  # type: ignore[attr-defined]
-                lambda: neo.search_entities_vector(group, vec("Alice"), 3)]  # its LIMIT: one copy a statement
+                lambda: neo.search_entities_vector(group, vec("Alice"), 3),  # LIMIT $k: one part per k asked
+                lambda: neo.search_entities_vector(group, vec("Acme"), 2)]
 
     groups = list(graphs)
     alone = [await c() for group in groups for c in calls(group)]
@@ -107,9 +110,8 @@ async def test_copies_of_a_read_for_several_groups_share_one_statement_and_answe
     first_of_two = sent[0]
     sent.clear()
     three = await asyncio.gather(*(c() for group in groups for c in calls(group)))
-    assert list(two) == alone[:6] and list(three) == alone
-    assert len(sent) == 3  # the facts and episodes of every group and one search; the other two searches
-    assert sent[0] == first_of_two  # one text, planned once by the server, whatever the number of groups
+    assert list(two) == alone[:8] and list(three) == alone
+    assert len(sent) == 1 and sent[0] == first_of_two  # one text, planned once, whatever the number of groups
 
 
 async def test_a_failing_read_fails_alone(neo: Neo4jStore, group: GroupId) -> None:

@@ -16,16 +16,19 @@ from mnemobus.store.neo4j.rows import record_dicts
 
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-# a read whose text can run once per row of a list of parameter maps: its parameters may become map fields (not in
-# LIMIT or SKIP, which take only parameters and literals) and it has no subquery of its own (which would have to
-# import the map); the rest are sent one copy per statement
-_NOT_PER_ROW = re.compile(r"\b(LIMIT|SKIP|UNION)\b|CALL\s*\{", re.IGNORECASE)
+# LIMIT and SKIP take only parameters and literals, never a variable: such a parameter stays one, shared by the
+# copies that run in one part (copies asking other values are parts apart)
+_CLAUSE_PARAM = re.compile(r"\b(?:LIMIT|SKIP)\s+\$([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+# what keeps copies of a read from running once per row of a list: a subquery of its own (it would have to import
+# the row) or a LIMIT/SKIP of anything but a parameter or a number
+_NOT_PER_ROW = re.compile(r"\bUNION\b|\bCALL\s*\{|\b(?:LIMIT|SKIP)\s+(?![$0-9])", re.IGNORECASE)
 MAX_COALESCED = 16  # distinct reads per combined statement
 MAX_PER_ROW = 64  # copies of one read, each with its own parameters, in one statement
 LANE_ANN = 1  # HNSW queries, each sent alone: one costs more than all the other reads of a recall together
 
 Read = tuple[str, tuple[str, ...], dict[str, Any]]  # query text, its columns, its parameters
 Place = tuple[str, int | None]  # a read's rows in a combined answer: the column, and its row there if it was one of many
+Kind = tuple[str, str]  # a read's text, and the values of its LIMIT/SKIP parameters (repr)
 
 
 def runs_per_row(query: str) -> bool:
@@ -33,15 +36,24 @@ def runs_per_row(query: str) -> bool:
     return _NOT_PER_ROW.search(query) is None
 
 
-def statements_for(queries: Sequence[str]) -> list[list[int]]:
-    """The reads (by index) each combined statement carries: every copy of a per-row read in one statement (up to
-    MAX_PER_ROW), a read of another kind one copy per statement, at most MAX_COALESCED distinct reads in each."""
-    kinds: dict[str, list[int]] = {}
-    for i, query in enumerate(queries):
-        kinds.setdefault(query, []).append(i)
+def kind_of(query: str, params: dict[str, Any]) -> Kind:
+    """Reads of one kind can run as one part of a combined statement (see `combine_reads`)."""
+    return query, repr([params.get(name) for name in _CLAUSE_PARAM.findall(query)])
+
+
+def _kinds(kinds: Sequence[Kind]) -> dict[Kind, list[int]]:
+    found: dict[Kind, list[int]] = {}
+    for i, kind in enumerate(kinds):
+        found.setdefault(kind, []).append(i)
+    return found
+
+
+def statements_for(kinds: Sequence[Kind]) -> list[list[int]]:
+    """The reads (by index) each combined statement carries: every copy of a kind that `runs_per_row` in one
+    statement (up to MAX_PER_ROW), a kind that cannot one copy per statement, at most MAX_COALESCED kinds in each."""
     waves: list[list[list[int]]] = []  # wave w: the w-th share of each kind
-    for query, copies in kinds.items():
-        step = MAX_PER_ROW if runs_per_row(query) else 1
+    for kind, copies in _kinds(kinds).items():
+        step = MAX_PER_ROW if runs_per_row(kind[0]) else 1
         for w, start in enumerate(range(0, len(copies), step)):
             if w == len(waves):
                 waves.append([])
@@ -53,29 +65,30 @@ def statements_for(queries: Sequence[str]) -> list[list[int]]:
 def combine_reads(reads: Sequence[Read]) -> tuple[str, dict[str, Any], list[Place]]:
     """Several constant read queries as one statement returning one row; where each read's rows are in it.
 
-    The statement's text depends on which reads it carries, not on how many copies of each nor on their order, so
-    the server plans it once: copies of a read that `runs_per_row` become one part that runs the read once per row
-    of a list of parameter maps (`$b<j>`, the read's `$x` becoming `mb_p.x`) and collects each copy's rows apart;
-    a read alone keeps its parameters, renamed b<j>_<name> so the reads cannot clash; the parts go in the order of
-    their texts. Each part collects its rows inside a subquery of its own (aggregating without grouping keys, so an
-    empty answer still yields one row, []).
+    The statement's text depends on which kinds of read it carries, not on how many copies of each nor on their
+    order, so the server plans it once: copies of a kind that `runs_per_row` become one part that runs the read
+    once per row of a list of parameter maps (`$b<j>`, the read's `$x` becoming `mb_p.x`, its LIMIT/SKIP
+    parameters kept as `$b<j>_x`) and collects each copy's rows apart; a read alone keeps its parameters, renamed
+    b<j>_<name> so the reads cannot clash; the parts go in the order of their kinds. Each part collects its rows
+    inside a subquery of its own (aggregating without grouping keys, so an empty answer still yields one row, []).
     """
-    kinds: dict[str, list[int]] = {}
-    for i, (query, _, _) in enumerate(reads):
-        kinds.setdefault(query, []).append(i)
+    kinds = _kinds([kind_of(query, params) for query, _, params in reads])
     parts: list[str] = []
     params: dict[str, Any] = {}
     places: list[Place] = [("", None)] * len(reads)
     j = 0
-    for query in sorted(kinds):
-        copies = kinds[query]
+    for kind in sorted(kinds):
+        query, copies = kind[0], kinds[kind]
         row = "{" + ", ".join(f"{c}: {c}" for c in reads[copies[0]][1]) + "}"
         if len(copies) > 1 and runs_per_row(query):
-            inner = _PARAM.sub(lambda m: f"mb_p.{m.group(1)}", query)
+            shared = set(_CLAUSE_PARAM.findall(query))
+            inner = _PARAM.sub(lambda m, j=j: f"$b{j}_{m.group(1)}" if m.group(1) in shared else f"mb_p.{m.group(1)}",
+                               query)
             parts.append(f"CALL {{ UNWIND range(0, size($b{j}) - 1) AS mb_i CALL {{ WITH mb_i WITH $b{j}[mb_i] AS mb_p "
                          f"CALL {{ WITH mb_p {inner} }} RETURN collect({row}) AS mb_rows }} "
                          f"RETURN collect([mb_i, mb_rows]) AS mb_b{j} }}")
-            params[f"b{j}"] = [reads[i][2] for i in copies]
+            params[f"b{j}"] = [{k: v for k, v in reads[i][2].items() if k not in shared} for i in copies]
+            params.update({f"b{j}_{k}": v for k, v in reads[copies[0]][2].items() if k in shared})
             for n, i in enumerate(copies):
                 places[i] = (f"mb_b{j}", n)
             j += 1
@@ -163,7 +176,7 @@ class CoalescedReads:
             if lane == LANE_ANN:
                 shares = [[i] for i in range(len(batch))]
             else:
-                shares = statements_for([query for query, *_ in batch])
+                shares = statements_for([kind_of(query, params) for query, _, params, _ in batch])
             for share in shares:
                 task = asyncio.get_running_loop().create_task(self._run_batch([batch[i] for i in share]))
                 self._tasks.add(task)
