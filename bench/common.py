@@ -43,10 +43,12 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}{load}"
 
 
-def cpu_seconds(pid: int | str = "self") -> float:
-    """User plus system CPU time the process has used so far (Linux /proc; nan when it is gone)."""
+def cpu_seconds(pid: int | str = "self", tid: int | None = None) -> float:
+    """User plus system CPU time the process (or its thread `tid`) has used so far (Linux /proc; nan when it is
+    gone). A thread's own figure tells the event loop's share from the worker threads' (recall's reads)."""
+    where = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(where).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return float("nan")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15

@@ -1,7 +1,7 @@
 """Where the request path's time goes: CPU per request and a profile of each part (issue 36).
 
-Run: `.venv/bin/python bench/profile_request.py plugin|recall|breakdown [--pyspy] [--n N]` (py-spy: `pip install
-py-spy`, a profiling tool only, not a dependency of mnemobus).
+Run: `.venv/bin/python bench/profile_request.py plugin|recall|breakdown|statements|sql|bounds [--pyspy] [--n N]`
+(py-spy: `pip install py-spy`, a profiling tool only, not a dependency of mnemobus).
 
 - `plugin`: a real nats-server and ONE memory plugin process (bench/pipeline_server.py) on groups of 10k facts
   filled through the engine (the filled store is kept under $PROFILE_CACHE, default /tmp/mnemobus-profile, so
@@ -20,6 +20,9 @@ py-spy`, a profiling tool only, not a dependency of mnemobus).
   the enriched envelope, the episode envelopes. Figures go to bench/results/profile_breakdown.json.
 - `statements`: the SQL statements a recall sends on that store and its three groups (FTS5's own apart).
   Figures go to bench/results/profile_statements.json.
+- `sql`: the CPU a recall spends in each kind of SQL statement on that store (each statement run to its last
+  row on the calling thread's CPU clock): what the store reads' share of `breakdown` is made of. Figures go to
+  bench/results/profile_sql.json.
 - `bounds`: the most a per-process cache of each of recall's costlier reads could save, on that store: the read
   memoised, on and off in alternating blocks of N recalls in one process (`--blocks`), CPU a recall each way.
   Figures go to bench/results/profile_bounds.json.
@@ -243,6 +246,95 @@ async def statements(n: int) -> dict[str, float]:
             round((len(seen) - own) / n, 1), "recalled_groups": len(groups)}
 
 
+class _TimedCursor:
+    """A cursor's rows, fetched while the statement was timed (`_TimedConnection`)."""
+
+    def __init__(self, rows: list, cursor) -> None:  # type: ignore[no-untyped-def,type-arg]
+        self.rows, self.rowcount, self.lastrowid = rows, cursor.rowcount, cursor.lastrowid
+        self.description = cursor.description
+
+    def fetchall(self) -> list:  # type: ignore[type-arg]
+        return self.rows
+
+    def fetchone(self):  # type: ignore[no-untyped-def]
+        return self.rows[0] if self.rows else None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.rows)
+
+
+class _TimedConnection:
+    """A reader connection whose every statement is run to its last row at once, on the calling thread's CPU
+    clock: what each statement costs, which a trace callback (no times) and cProfile (a cursor's rows are
+    stepped inside its caller's frame) cannot say."""
+
+    def __init__(self, conn, spent: dict, count: dict, rows: dict) -> None:  # type: ignore[no-untyped-def,type-arg]
+        object.__setattr__(self, "_conn", conn)
+        object.__setattr__(self, "_tally", (spent, count, rows))
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._conn, name)
+
+    def __setattr__(self, name: str, value) -> None:  # type: ignore[no-untyped-def]
+        setattr(self._conn, name, value)
+
+    def execute(self, sql: str, *params):  # type: ignore[no-untyped-def]
+        import re
+
+        t = time.thread_time()
+        cursor = self._conn.execute(sql, *params)
+        rows = cursor.fetchall()
+        took = time.thread_time() - t  # before the key: a regex over the turns' 8 KB text costs more than the read
+        spent, count, got = self._tally
+        key = re.sub(r"\s+", " ", sql).strip()[:100]
+        spent[key] = spent.get(key, 0.0) + took
+        count[key] = count.get(key, 0) + 1
+        got[key] = got.get(key, 0) + len(rows)
+        return _TimedCursor(rows, cursor)
+
+
+async def sql_costs(n: int) -> dict[str, float]:
+    """CPU a recall spends in each kind of SQL statement (by its text's first 100 characters), on the plugin
+    bench's store and groups: statements a recall, rows each, microseconds a recall."""
+    from mnemobus.kernel.backends import open_engine
+    from mnemobus.shared.config import load_settings
+    from mnemobus.shared.identity import IdentityRegistry
+    from mnemobus.store.sqlite import SqliteStore
+
+    if not (CACHE / "plugin.sqlite3.filled").exists():
+        raise SystemExit("run `bench/profile_request.py plugin` once first: it fills the store this reads")
+    spent: dict[str, float] = {}
+    count: dict[str, int] = {}
+    rows: dict[str, int] = {}
+    connect = SqliteStore._connect
+    with tempfile.TemporaryDirectory(prefix="mnemobus-profile-") as tmp:
+        settings = load_settings(_settings_file(Path(tmp), "nats://127.0.0.1:1"))
+        engine = await open_engine(settings)
+        # after the writer opened: the reader connections, made at a recall's first borrow, are the timed ones
+        def timed(self):  # type: ignore[no-untyped-def]
+            return _TimedConnection(connect(self), spent, count, rows)
+
+        SqliteStore._connect = timed  # type: ignore[method-assign]
+        queries = _queries(settings, who_groups(IdentityRegistry(settings.identity.users_file)), n)
+        for q in queries:
+            await engine.recall(q)
+        engine.store.vectors.wait_for_indexes()
+        for tally in (spent, count, rows):
+            tally.clear()
+        t = time.process_time()
+        for q in queries:
+            await engine.recall(q)
+        total = time.process_time() - t
+        await engine.close()
+    out: dict[str, float] = {"us_process_cpu_per_recall": round(1e6 * total / n, 1),
+                             "us_sql_per_recall": round(1e6 * sum(spent.values()) / n, 1)}
+    for key in sorted(spent, key=lambda k: -spent[k])[:15]:
+        out[f"us {key}"] = round(1e6 * spent[key] / n, 1)
+        out[f"n {key}"] = round(count[key] / n, 2)
+        out[f"rows {key}"] = round(rows[key] / count[key], 1)
+    return out
+
+
 def who_groups(identity) -> tuple:  # type: ignore[no-untyped-def]
     return identity.resolve("discord", "111", "bench", None).read_groups
 
@@ -385,20 +477,28 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 time.sleep(1.0)
             cpu = {"enriched": 0.0, "relay": 0.0}
+            loop_cpu = {"enriched": 0.0, "relay": 0.0}  # the event loop's thread alone (its tid is the pid)
             lat: dict[str, list[float]] = {"enriched": [], "relay": [], "bare": []}
             block = 50
             for start in range(0, n, block):  # alternated, so both see the same machine
                 for kind, make in (("enriched", lambda i: _request(i, "bench")),
                                    ("relay", lambda i: _request(i, "bench", RELAY_SKILL))):
-                    before = cpu_seconds(proc.pid)
+                    before, loop_before = cpu_seconds(proc.pid), cpu_seconds(proc.pid, proc.pid)
                     lat[kind] += await closed_loop(bus, subjects.SKILL_REQUEST, lambda i, s=start, m=make: m(s + i), block)
                     cpu[kind] += cpu_seconds(proc.pid) - before
+                    loop_cpu[kind] += cpu_seconds(proc.pid, proc.pid) - loop_before
                 lat["bare"] += await closed_loop(bus, subjects.skill_execute("bench"), _direct, block)
             await bus.close()
             figures.update({
                 "plugin_cpu_ms_per_request_enriched": round(1000 * cpu["enriched"] / n, 3),
                 "plugin_cpu_ms_per_request_relay_only": round(1000 * cpu["relay"] / n, 3),
                 "memory_cpu_ms_per_request": round(1000 * (cpu["enriched"] - cpu["relay"]) / n, 3),
+                # where an enriched request's CPU runs: the event loop (bus, envelopes, the plugin's steps) or the
+                # other threads (recall's reads and query embedding, one worker-thread hop a recall)
+                "loop_thread_cpu_ms_per_request_enriched": round(1000 * loop_cpu["enriched"] / n, 3),
+                "other_threads_cpu_ms_per_request_enriched":
+                    round(1000 * (cpu["enriched"] - loop_cpu["enriched"]) / n, 3),
+                "loop_thread_cpu_ms_per_request_relay_only": round(1000 * loop_cpu["relay"] / n, 3),
                 "enriched_p50_ms": round(1000 * percentile(lat["enriched"], 50), 3),
                 "relay_only_p50_ms": round(1000 * percentile(lat["relay"], 50), 3),
                 "bare_relay_p50_ms": round(1000 * percentile(lat["bare"], 50), 3),
@@ -418,7 +518,7 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements", "bounds"])
+    ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements", "sql", "bounds"])
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--blocks", type=int, default=8, help="bounds: blocks each way, alternated")
     ap.add_argument("--pyspy", action="store_true", help="plugin: sample the plugin process with py-spy; recall: "
@@ -432,6 +532,8 @@ def main() -> None:
         figures = asyncio.run(breakdown(args.n))
     elif args.what == "statements":
         figures = asyncio.run(statements(args.n))
+    elif args.what == "sql":
+        figures = asyncio.run(sql_costs(args.n))
     elif args.what == "bounds":
         figures = asyncio.run(bounds(args.n, args.blocks))
     else:
