@@ -189,54 +189,6 @@ async def test_the_background_retrieval_count_writer_tells_the_held_graph_its_co
     assert {s.retrieval_count for s in held.standings(ids, {})} == {1}
 
 
-def _wal_frames(path: Path) -> tuple[int, int]:
-    """(frames in the WAL, frames of it checkpointed into the file), from the wal-index header SQLite keeps in the
-    -shm file (mxFrame at byte 16, nBackfill at byte 96: https://sqlite.org/walformat.html)."""
-    import struct
-
-    head = Path(f"{path}-shm").read_bytes()[:100]
-    return struct.unpack_from("=I", head, 16)[0], struct.unpack_from("=I", head, 96)[0]
-
-
-async def test_the_count_writer_checkpoints_the_wal_after_releasing_the_graph_locks(
-    reader: SqliteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """SQLite's automatic checkpoint runs inside the COMMIT, while the moved groups' graphs are locked: at 100k facts
-    every recall of the group waited 25-75 ms for it. The checkpoint threshold is set to one page here so that the
-    automatic one would run (1,000 counts at 100k facts wrote ~1,500 pages, over the default 1,000)."""
-    from contextlib import contextmanager
-
-    from test_sqlite_text import _drinks  # same folder (pytest prepend import mode)
-
-    rows = _drinks(G, 1000, rare_every=10)
-    reader.bulk_load_sync([], rows)
-    ids = [f.id for f, _ in rows]
-    await reader.fact_standings(G, ids[:1])
-    connect, counting = reader._connect, reader.graphs.counting
-
-    def eager_checkpoints() -> sqlite3.Connection:
-        conn = connect()
-        conn.execute("PRAGMA wal_autocheckpoint=1")
-        return conn
-
-    under_locks: list[tuple[int, int]] = []
-
-    @contextmanager
-    def watched(*args):  # type: ignore[no-untyped-def]
-        with counting(*args) as done:
-            yield done
-            under_locks.append(_wal_frames(reader.path))  # just committed, the locks still held
-
-    monkeypatch.setattr(reader, "_connect", eager_checkpoints)
-    monkeypatch.setattr(reader.graphs, "counting", watched)
-    await _counted_in_background(reader, ids)
-    [(frames, checkpointed)] = under_locks
-    assert frames > 0 and checkpointed < frames
-    assert _wal_frames(reader.path) == (frames, frames)
-    standings = await reader.fact_standings(G, ids)
-    assert {s.retrieval_count for s in standings} == {1}
-
-
 async def test_a_held_graph_behind_the_file_is_left_to_its_next_read_by_the_count_writer(
     reader: SqliteStore, writer: SqliteStore
 ) -> None:

@@ -651,21 +651,15 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         await self._run(reset)
 
     def _write_counts(self) -> None:
-        """The WAL is checkpointed after the commit, not by it: SQLite's automatic checkpoint runs inside the
-        COMMIT, while `counting` holds the moved groups' graph locks, and the ~1,500 pages 1,000 counts write
-        made every flush one; each recall of the group then waited 25-75 ms for the lock (docs/performance.md)."""
         flushed: dict[str, int] = {}
         try:
             conn = self._connect()
             try:
-                conn.execute("PRAGMA wal_autocheckpoint=0")
                 conn.execute("BEGIN IMMEDIATE")
                 before = self.graphs.held_versions(conn)  # the held graphs told the counts, not read back
                 flushed = self._flush_retrievals_in(conn)
                 with self.graphs.counting(before, self.graphs.held_versions(conn), flushed):
                     conn.execute("COMMIT")
-                flushed = {}  # durable from here: a failed checkpoint owes nothing
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # what the automatic one did, the locks released
             finally:
                 conn.close()  # rolls back whatever did not commit
         except sqlite3.Error as exc:
