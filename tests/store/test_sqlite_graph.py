@@ -8,7 +8,7 @@ is what the extraction worker is to a plugin. Each write that changes what the g
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -207,8 +207,9 @@ async def test_a_recall_does_not_wait_for_the_count_writers_commit(
     at_commit: list[tuple[bool, int, set[int]]] = []
 
     @contextmanager
-    def watched(*args):  # type: ignore[no-untyped-def]
-        with counting(*args) as done:
+    def watched(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
+                counts: dict[str, int]) -> Iterator[list[str]]:
+        with counting(before, after, counts) as done:
             lock_taken = reader.graphs._lock(G).acquire(blocking=False)
             if lock_taken:
                 reader.graphs._lock(G).release()

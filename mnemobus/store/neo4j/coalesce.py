@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from functools import lru_cache
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,14 +32,21 @@ Place = tuple[str, int | None]  # a read's rows in a combined answer: the column
 Kind = tuple[str, str]  # a read's text, and the values of its LIMIT/SKIP parameters (repr)
 
 
+@lru_cache(maxsize=512)  # the store's read texts are constants: each is looked at once, not at every read
 def runs_per_row(query: str) -> bool:
     """Whether copies of `query` can share one statement as rows of a list (see `combine_reads`)."""
     return _NOT_PER_ROW.search(query) is None
 
 
+@lru_cache(maxsize=512)
+def clause_params(query: str) -> tuple[str, ...]:
+    """The parameters `query` gives a LIMIT or SKIP, which stay parameters in a per-row part."""
+    return tuple(_CLAUSE_PARAM.findall(query))
+
+
 def kind_of(query: str, params: dict[str, Any]) -> Kind:
     """Reads of one kind can run as one part of a combined statement (see `combine_reads`)."""
-    return query, repr([params.get(name) for name in _CLAUSE_PARAM.findall(query)])
+    return query, repr([params.get(name) for name in clause_params(query)])
 
 
 def _kinds(kinds: Sequence[Kind]) -> dict[Kind, list[int]]:
@@ -81,7 +89,7 @@ def combine_reads(reads: Sequence[Read]) -> tuple[str, dict[str, Any], list[Plac
         query, copies = kind[0], kinds[kind]
         row = "{" + ", ".join(f"{c}: {c}" for c in reads[copies[0]][1]) + "}"
         if len(copies) > 1 and runs_per_row(query):
-            shared = set(_CLAUSE_PARAM.findall(query))
+            shared = set(clause_params(query))
             inner = _PARAM.sub(lambda m, j=j: f"$b{j}_{m.group(1)}" if m.group(1) in shared else f"mb_p.{m.group(1)}",
                                query)
             parts.append(f"CALL {{ UNWIND range(0, size($b{j}) - 1) AS mb_i CALL {{ WITH mb_i WITH $b{j}[mb_i] AS mb_p "
