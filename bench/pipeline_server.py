@@ -14,12 +14,14 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mnemobus.kernel.app import open_runtime, serve  # noqa: E402
+from mnemobus.kernel.heap import serving_process  # noqa: E402
 from mnemobus.shared.config import load_settings  # noqa: E402
 from plugins.echo import EchoExecutor  # noqa: E402
 from plugins.memory import MemoryPlugin  # noqa: E402
 
 
 async def main() -> None:
+    serving_process()  # as `mnemobus run` says it: the bench serves as production does
     settings = load_settings(sys.argv[1])
     async with open_runtime(settings) as rt:
         async with anyio.create_task_group() as tg:

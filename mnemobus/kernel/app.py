@@ -27,6 +27,7 @@ from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.shared.config import NatsSettings, Settings
 from mnemobus.shared.errors import MnemobusError
 from mnemobus.kernel.health import Health, serve_metrics
+from mnemobus.kernel.heap import freeze_long_lived, serving_process
 from mnemobus.shared.identity import IdentityRegistry
 from mnemobus.shared.metrics import PipelineMetrics
 from mnemobus.kernel.peers import check_same_store
@@ -214,6 +215,7 @@ async def serve(rt: Runtime, roles: set[str], *, plugins: list[Plugin] | None = 
 async def run(settings: Settings, role: str, *, demo: bool = False, once: bool = False,
               echo: Callable[[str], None] | None = None) -> int:
     """The process entry point behind `mnemobus run`."""
+    serving_process()
     roles = with_worker_on_embedded_bus(expand_roles(role), embedded=settings.nats.url is None)
     metrics = PipelineMetrics()
     health = Health(roles)
@@ -245,6 +247,7 @@ async def _run(settings: Settings, roles: set[str], metrics: PipelineMetrics, he
             plugins = default_plugins(settings, demo=demo)
             await tg.start(lambda task_status: serve(rt, roles, plugins=plugins, echo=echo, task_status=task_status))
             health.started = True
+            freeze_long_lived("started")  # the embedder, the parser, the bus: loaded for the process's life
             if demo:
                 from mnemobus.kernel.demo import run_demo
 

@@ -15,6 +15,7 @@ import time
 import anyio
 
 from mnemobus.engine import MemoryEngine
+from mnemobus.kernel.heap import freeze_long_lived
 from mnemobus.shared.groups import GroupId
 from mnemobus.shared.metrics import PipelineMetrics
 from mnemobus.store.contract import Warming
@@ -40,6 +41,7 @@ async def warm_recall_indexes(engine: MemoryEngine | None, max_groups: int, metr
     metrics.warmed_groups.set(len(groups))
     log.info("recall indexes of %d recently active group(s) loaded in %.1f s", len(groups),
              time.perf_counter() - started)
+    freeze_long_lived("recall indexes warmed")  # the loaded graphs live as long as the process
     return groups
 
 
