@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.locomo_speakers import speaker_split
+from bench.locomo_speakers import named_speaker, speaker_split
 
 SAMPLE = {
     "conversation": {
@@ -30,3 +30,8 @@ def test_each_evidence_turn_of_a_question_counts_by_its_own_speaker() -> None:
 
 def test_a_question_naming_both_or_neither_speaker_is_counted_apart() -> None:
     assert speaker_split(SAMPLE)["single-hop"] == {"named": 0, "other": 0, "unnamed": 2}
+
+
+def test_a_question_names_a_speaker_by_a_whole_first_name_only() -> None:
+    assert named_speaker("What did Annie say?", ["Ann Lee", "Bo"]) is None
+    assert named_speaker("Where did Bo go?", ["Ann Lee", "Bo"]) == "Bo"
