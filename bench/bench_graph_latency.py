@@ -29,6 +29,7 @@ from common import peak_rss_mb, print_table, quick, write_results  # noqa: E402
 from mnemobus.engine import MemoryEngine  # noqa: E402
 from mnemobus.engine.embed import HashEmbedder  # noqa: E402
 from mnemobus.engine.recipes import RECIPES  # noqa: E402
+from mnemobus.kernel.heap import freeze_long_lived, serving_process  # noqa: E402
 from mnemobus.store.model import Episode, RecallQuery  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 
@@ -70,6 +71,7 @@ async def measure(figures: dict[str, float], label: str, total: int, root: Path)
         for q in queries[:20]:
             await engine.recall(RecallQuery(q, (group,), as_of=NOW))
         store.vectors.wait_for_indexes()  # as bench_engine: the indexed path, not the scan before it is built
+        freeze_long_lived("warmed")  # as a serving process does once its groups are warmed (kernel/heap.py)
         s = summary_ms([await seconds(engine.recall(RecallQuery(q, (group,), as_of=NOW, max_facts=10,
                                                                  max_episodes=3))) for q in queries])
         figures[f"recall_{label}_{mode}_p50_ms"] = s["p50_ms"]
@@ -79,6 +81,7 @@ async def measure(figures: dict[str, float], label: str, total: int, root: Path)
 
 
 async def main() -> None:
+    serving_process()
     figures: dict[str, float] = {}
     sizes = os.environ.get("BENCH_SIZES", "10k").split(",")
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
