@@ -338,11 +338,13 @@ class ReportsDeadlocks(Protocol):
 
 @runtime_checkable
 class ReportsCacheCrowding(Protocol):
-    """A store whose vector cache can be too small for one group (SQLite): each recall of that group then reads
-    a matrix from the file again, which no answer shows, so the process's metrics listen (open_runtime)."""
+    """A store whose vector cache can be too small for one group: each recall of that group then reads a matrix
+    from the file again (SQLite) or asks the server (Neo4j, the group not mirrored), which no answer shows, so the
+    process's metrics listen (open_runtime)."""
 
     def observe_vector_cache_crowded(self, observer: Callable[[str], None]) -> None:
-        """`observer(table)` whenever a group's own matrix of `table` was evicted to make room for its own."""
+        """`observer(table)` whenever a group's own matrix of `table` was evicted to make room for its own (SQLite),
+        or `observer("mirror")` when a group was left unmirrored for its size (Neo4j)."""
 
 
 @runtime_checkable

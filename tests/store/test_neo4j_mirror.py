@@ -9,6 +9,7 @@ store that has no mirrors (every read asked of the server).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from mnemobus.shared.groups import GroupId
+from mnemobus.store.contract import ReportsCacheCrowding
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.neo4j import Neo4jStore
 from test_neo4j_recall import count_round_trips  # same folder
@@ -150,6 +152,23 @@ async def test_a_group_larger_than_the_budget_is_answered_by_the_server(neo4j_ur
         await small.bulk_load([(p, vec(p.name)) for p in people], [])
         assert not await small.preload(group)
         assert _ids(await small.search_entities_vector(group, vec("Person 7"), 1)) == [people[7].id]
+    finally:
+        await small.close()
+
+
+async def test_a_group_left_unmirrored_for_its_size_is_counted_and_logged(
+        neo4j_uri: str, neo: Neo4jStore, group: GroupId, caplog: pytest.LogCaptureFixture) -> None:
+    small = Neo4jStore(neo4j_uri, vector_cache_mb=1)  # ~600 rows of 384 floats
+    crowded: list[str] = []
+    assert isinstance(small, ReportsCacheCrowding)  # so open_runtime wires it to mnemobus_vector_cache_crowded_total
+    small.observe_vector_cache_crowded(crowded.append)
+    await small.open()
+    try:
+        await small.bulk_load([(p, vec(p.name)) for p in (entity(group, f"Person {i}") for i in range(800))], [])
+        with caplog.at_level(logging.WARNING, logger="mnemobus.store.neo4j.store"):
+            assert not await small.preload(group)
+        assert crowded == ["mirror"]
+        assert any(group in r.getMessage() and "not mirrored" in r.getMessage() for r in caplog.records)
     finally:
         await small.close()
 

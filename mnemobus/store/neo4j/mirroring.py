@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -105,7 +105,20 @@ class Mirroring:
             mirror.version = max(mirror.version, version)  # rows newer than `version` are applied again later
         mirror.maintain_indexes(background=True)
         if self._mirrors is not None and not self._mirrors.evict():
-            self._too_big[group_id] = time.monotonic() + MIRROR_TOO_BIG_S
+            self._not_mirrored(group_id, "grew past")
+
+    def observe_vector_cache_crowded(self, observer: Callable[[str], None]) -> None:
+        """See ReportsCacheCrowding: `observer("mirror")` whenever a group is left unmirrored for its size."""
+        self._crowded_observers.append(observer)
+
+    def _not_mirrored(self, group_id: str, why: str) -> None:
+        """A group too big for the mirror budget is answered by the server for MIRROR_TOO_BIG_S: every recall of it
+        pays round trips no answer shows, so it is logged (once a period, as the marker lasts) and counted."""
+        self._too_big[group_id] = time.monotonic() + MIRROR_TOO_BIG_S
+        log.warning("group %s %s store.vector_cache_mb: not mirrored for %.0f s (the server answers its recalls)",
+                    group_id, why, MIRROR_TOO_BIG_S)
+        for observer in self._crowded_observers:
+            observer("mirror")
 
     async def _loaded_within(self, group_id: str, timeout_s: float | None) -> GroupMirror | None:
         """Start loading the group's mirror (unless it is loading) and wait for it at most timeout_s."""
@@ -132,8 +145,7 @@ class Mirroring:
         budget = self._mirrors.budget
 
         def too_big() -> None:
-            self._too_big[group_id] = time.monotonic() + MIRROR_TOO_BIG_S
-            log.warning("group %s needs more than store.vector_cache_mb: not mirrored", group_id)
+            self._not_mirrored(group_id, "needs more than")
 
         try:
             rows = await self._read_rows(VERSION_QUERY, g=group_id)  # unconfirmed: this process may write while it loads
@@ -178,7 +190,7 @@ class Mirroring:
             log.warning("loading the mirror of group %s failed (the server answers meanwhile): %s", group_id, exc)
             return None
         if not self._mirrors.put(group_id, mirror):
-            self._too_big[group_id] = time.monotonic() + MIRROR_TOO_BIG_S
+            self._not_mirrored(group_id, "needs more than")
             return None
         mirror.maintain_indexes(background=True)
         return mirror

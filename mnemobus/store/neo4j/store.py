@@ -97,6 +97,7 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         self._mirror_loads: dict[str, asyncio.Task[GroupMirror | None]] = {}
         self._catching_up: dict[str, asyncio.Lock] = {}
         self._too_big: dict[str, float] = {}  # group -> monotonic time until which it is not mirrored
+        self._crowded_observers: list[Callable[[str], None]] = []  # see Mirroring.observe_vector_cache_crowded
         self._promoted_marks: dict[str, tuple[bool, float]] = {}  # group -> (holds promoted, asked at), see lifecycle
 
     @classmethod
