@@ -57,6 +57,12 @@ def test_run_once_recalls_a_fact_from_turn_one_in_a_later_turn(demo_once):
     assert "[User context — user_josh]" in later and "London" in later
 
 
+def test_a_started_process_freezes_what_it_loaded_for_its_life(tmp_path):
+    proc = _mnemobus("run", "--once", env=_env(tmp_path, MNEMOBUS_LOG_LEVEL="DEBUG"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "started: " in proc.stderr and "long-lived objects taken out of the collector's sight" in proc.stderr
+
+
 def test_invalid_config_is_refused_at_start_with_exit_code_2(tmp_path):
     proc = _mnemobus("run", "--once", env=_env(tmp_path, MNEMOBUS_MEMORY__RECALL_DEADLINE_MS="soon"))
     assert proc.returncode == 2
