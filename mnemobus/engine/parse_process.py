@@ -31,6 +31,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mnemobus.engine.extract import ChunkReady, Extraction
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.frames import frame, kill_child, receive_frame
+from mnemobus.engine.spare_core import SpareCoreMeter
 from mnemobus.store.model import Episode
 
 log = logging.getLogger("mnemobus.engine.parse")
@@ -71,13 +72,14 @@ def group_chunks(episodes: Sequence[Episode], n: int, first_share: float) -> lis
 
 
 class ProcessSplitExtractor:
-    """`ParsedExtractor` (config `extractor: offline`) with a second core for the batch door (`parse_child: true`)."""
+    """`ParsedExtractor` (config `extractor: offline`) with a second core for the batch door (`parse_child: true`,
+    or `auto`: only for the batches that find a core to spare, engine/spare_core.py)."""
 
     name = "offline"
 
     def __init__(self, local: ParsedExtractor | None = None, split_min: int = SPLIT_MIN, n_chunks: int = CHUNKS,
-                 here_share: float = HERE_SHARE,
-                 timeout_s: float = JOB_TIMEOUT_S) -> None:
+                 here_share: float = HERE_SHARE, timeout_s: float = JOB_TIMEOUT_S, auto: bool = False,
+                 meter: SpareCoreMeter | None = None) -> None:
         self.local = local or ParsedExtractor()
         self.split_min = split_min
         self.n_chunks = n_chunks
@@ -91,6 +93,8 @@ class ProcessSplitExtractor:
         self.failures = 0  # jobs lost to a child that died, answered out of step or ran out of time
         self.on_failure: list[Callable[[], None]] = []  # told at each of them (the process's metrics: open_runtime)
         self.split_batches = 0  # batches parsed on two cores
+        self.auto = auto  # `parse_child: auto`: each batch split only while the meter finds a core to spare
+        self.meter = meter or SpareCoreMeter(own=lambda: (self.pid,) if self.pid is not None else ())
 
     @property
     def pid(self) -> int | None:
@@ -126,8 +130,9 @@ class ProcessSplitExtractor:
         return await self.local.extract_after(episodes, previous)
 
     def chunks(self, episodes: Sequence[Episode]) -> list[list[int]]:
-        """`chunks` chunks of whole groups for a batch of `split_min` or more; else one (parsed here)."""
-        if len(episodes) < self.split_min:
+        """`chunks` chunks of whole groups for a batch of `split_min` or more; else one (parsed here), as also in
+        `auto` while the machine has no core to spare (the pair would then spend more CPU for nothing)."""
+        if len(episodes) < self.split_min or (self.auto and not self.meter.core_free()):
             return [list(range(len(episodes)))]
         return group_chunks(episodes, self.n_chunks, self.here_share)
 

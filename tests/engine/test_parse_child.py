@@ -18,6 +18,9 @@ from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.extract import Extraction
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.parse_process import ParseChildFailed, ProcessSplitExtractor, group_chunks
+from mnemobus.engine.spare_core import MIN_WINDOW_S, SpareCoreMeter
+from mnemobus.kernel.backends import offline_parser
+from mnemobus.shared.config import ExtractionSettings
 from mnemobus.store.model import Episode, IngestOutcome
 from mnemobus.store.sqlite import SqliteStore
 
@@ -213,3 +216,30 @@ async def test_a_batch_after_close_starts_no_new_child_and_fails_the_chunks_it_w
     with pytest.raises(ParseChildFailed, match="closed"):
         await split.extract_chunks(batch, [[] for _ in batch], chunks, ready)
     assert got == [chunks[0]] and split.started == 0
+
+
+async def test_auto_parses_a_batch_in_this_process_while_no_core_is_free(tmp_path: Path) -> None:
+    split = ProcessSplitExtractor(auto=True, meter=SpareCoreMeter(needed=float("inf")))  # never enough cores free
+    await anyio.sleep(MIN_WINDOW_S)  # a window the meter can read
+    batches = [conversations(groups=8, turns=4)]
+    await ingest(tmp_path / "auto.sqlite3", split, batches)
+    await ingest(tmp_path / "one.sqlite3", ParsedExtractor(), batches)
+    assert split.split_batches == 0 and split.started == 0
+    assert graph(tmp_path / "auto.sqlite3") == graph(tmp_path / "one.sqlite3")
+
+
+async def test_auto_shares_a_batch_with_the_child_while_a_core_is_free(tmp_path: Path) -> None:
+    split = ProcessSplitExtractor(auto=True, meter=SpareCoreMeter(needed=0.0))  # any reading is enough
+    await anyio.sleep(MIN_WINDOW_S)
+    batches = [conversations(groups=8, turns=4)]
+    await ingest(tmp_path / "auto.sqlite3", split, batches)
+    await ingest(tmp_path / "one.sqlite3", ParsedExtractor(), batches)
+    assert split.split_batches == 1 and split.started == 1
+    assert graph(tmp_path / "auto.sqlite3") == graph(tmp_path / "one.sqlite3")
+
+
+def test_parse_child_auto_in_the_settings_builds_the_extractor_that_decides_per_batch() -> None:
+    chosen = offline_parser(ExtractionSettings(parse_child="auto"))
+    assert isinstance(chosen, ProcessSplitExtractor) and chosen.auto
+    assert not offline_parser(ExtractionSettings(parse_child=True)).auto  # type: ignore[union-attr]
+    assert isinstance(offline_parser(ExtractionSettings()), ParsedExtractor)
