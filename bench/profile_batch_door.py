@@ -60,6 +60,8 @@ async def main() -> None:
     loading = 0.0 if args.one_process else await child_loading_cpu()
     extractor = ParsedExtractor() if args.one_process else ProcessSplitExtractor(
         n_chunks=args.chunks, here_share=args.here_share, auto=args.auto)
+    if isinstance(extractor, ProcessSplitExtractor):
+        await extractor.start()  # else `--auto` started it (loading its parser) inside the timed batches
     with tempfile.TemporaryDirectory(prefix="batch-door-") as tmp:
         store = SqliteStore(Path(tmp) / "m.sqlite3")
         await store.open()

@@ -4,10 +4,11 @@ Why: the child moves most of a batch's parse to a second core, so on a quiet mac
 but the two processes spend ~20% more CPU in all, so where the cores are taken it loses, by up to 4x in the runs of
 issue 36 (docs/performance.md, "Offline ingestion on two cores"). The load average cannot tell the two cases apart:
 it counts this process and its child too. So the meter reads the kernel's counters over the time since its last
-reading: the cores free for us are the machine's idle time (/proc/stat) plus what this process and its child used
-(/proc/<pid>/stat), per second of wall time. Where others want the cores too, the scheduler shares them out by
-thread, so what we got (and the idle time, none) falls below what two processes need, and one is chosen; the
-choice can flip back only once the others' use has dropped, whichever way ran the batch before.
+reading: the core free for the child is the machine's idle time (/proc/stat) plus what the child itself used
+(/proc/<pid>/stat), per second of wall time. Not this process's own use: a core its own threads keep busy (the
+local embedder's ONNX runs on several) is not one the child could have without taking it from them. Where others
+want the cores, the scheduler shares them out by thread, so neither idle time nor the child's share is left, and
+one process is chosen; the choice flips back once the others' use has dropped, whichever way ran the batch before.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass, field
 
 from mnemobus.shared.proccpu import cpu_seconds, machine_cpu
 
-#: cores free for us at or above which the child is used: the busier of the two processes does ~2.2 ms an episode
-#: against ~2.7 for one process, so with less than ~1.5 cores between them the pair is no faster than one process
-NEEDED = 1.5
+#: a core's share free for the child at or above which it is used: on a quiet 2-core machine ~0.9 is idle beside
+#: one process and the child then runs ~0.5-0.6 of a core with ~0.5 still idle; with one other busy thread the idle
+#: time is ~0 and the child gets less than half a core, where the pair is slower than one process (issue 36's runs)
+NEEDED = 0.6
 #: a reading over less wall time than this keeps the last answer: /proc's counters move in 10 ms ticks
 MIN_WINDOW_S = 0.5
 
@@ -33,21 +35,21 @@ def cores_usable() -> int:
 
 @dataclass
 class SpareCoreMeter:
-    """Cores free for this process and `own()`'s (its child's) pids, measured between two calls of `spare`."""
+    """The cores free for `own()`'s processes (the child), measured between two calls of `spare`."""
 
     own: Callable[[], Iterable[int]] = field(default=lambda: ())
     needed: float = NEEDED
     _at: float = 0.0
     _idle: float = 0.0
-    _ours: dict[int | str, float] = field(default_factory=dict)
+    _ours: dict[int, float] = field(default_factory=dict)
     _last: bool = False
 
     def __post_init__(self) -> None:
         self._read()
 
     def spare(self) -> float | None:
-        """Cores free for us since the last reading (idle ones plus those we used), capped at our affinity; None
-        when the counters cannot be read (not Linux) or the window is too short to tell."""
+        """Cores free for the child since the last reading (idle ones plus what it used), capped at our affinity;
+        None when the counters cannot be read (not Linux) or the window is too short to tell."""
         at, idle, ours = self._at, self._idle, self._ours
         if time.monotonic() - at < MIN_WINDOW_S:
             return None
@@ -69,7 +71,7 @@ class SpareCoreMeter:
         if machine is None:
             return False
         busy, total = machine
-        ours = {pid: cpu_seconds(pid) for pid in ("self", *self.own())}
+        ours = {pid: cpu_seconds(pid) for pid in self.own()}
         self._at, self._idle = time.monotonic(), total - busy
         self._ours = {pid: cpu for pid, cpu in ours.items() if cpu == cpu}  # nan: the process is gone
         return True

@@ -242,7 +242,7 @@ def test_parse_child_auto_in_the_settings_builds_the_extractor_that_decides_per_
     chosen = offline_parser(ExtractionSettings(parse_child="auto"))
     assert isinstance(chosen, ProcessSplitExtractor) and chosen.auto
     assert not offline_parser(ExtractionSettings(parse_child=True)).auto  # type: ignore[union-attr]
-    assert isinstance(offline_parser(ExtractionSettings()), ParsedExtractor)
+    assert isinstance(offline_parser(ExtractionSettings(parse_child=False)), ParsedExtractor)
 
 
 async def test_a_group_that_moves_to_this_process_has_its_turns_before_parsed_by_neither_again(tmp_path: Path) -> None:

@@ -45,3 +45,12 @@ def test_the_cpu_our_own_child_uses_counts_as_free_for_us(burners: list[subproce
     assert with_child is not None and without is not None
     assert with_child - without > 0.2  # the burner's share of a core, even with two more busy processes
     assert ours.spare() is None  # a window too short to tell
+
+
+def test_the_cpu_this_process_uses_is_not_counted_as_free_for_the_child() -> None:
+    meter = SpareCoreMeter()
+    until = time.monotonic() + MIN_WINDOW_S + 0.1
+    while time.monotonic() < until:  # this process keeps a core: the child could only take it from us
+        pass
+    free = meter.spare()
+    assert free is not None and free <= cores_usable() - 0.8
