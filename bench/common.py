@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemobus.shared.proccpu import cpu_seconds  # noqa: F401 - the benchmarks import it from here
+
 #: committed: the source of every figure the README and bench/report.md quote (a full run writes here)
 RESULTS = Path(__file__).parent / "results"
 #: ignored: a QUICK=1 run's figures are not the ones quoted, so they never replace a full run's
@@ -41,17 +43,6 @@ def machine() -> str:
         pass
     load = ", load %.2f" % os.getloadavg()[0] if hasattr(os, "getloadavg") else ""
     return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}{load}"
-
-
-def cpu_seconds(pid: int | str = "self", tid: int | None = None) -> float:
-    """User plus system CPU time the process (or its thread `tid`) has used so far (Linux /proc; nan when it is
-    gone). A thread's own figure tells the event loop's share from the worker threads' (recall's reads)."""
-    where = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
-    try:
-        fields = Path(where).read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
 
 def peak_rss_mb() -> float:

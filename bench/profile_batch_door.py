@@ -5,13 +5,16 @@ Why: on the shared 2-core machine wall time swings several fold between runs of 
 the child, the batch door's speed on a quiet machine is bounded by the busier of the two processes, so both are
 printed: this process's CPU per episode, and the child's (its parser's loading, measured alone first, taken off).
 
-Usage: `.venv/bin/python bench/profile_batch_door.py [--episodes 600] [--one-process]`, from a checkout's root.
+Usage: `.venv/bin/python bench/profile_batch_door.py [--episodes 600] [--one-process | --auto] [--chunks 3]
+[--here-share 0.2]`, from a checkout's root (`--chunks` and `--here-share` try other cuts of a batch, `--auto` the
+`parse_child: auto` mode: how many batches it gave the child is printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import sys
 import tempfile
@@ -27,7 +30,7 @@ from bench_extraction import meaning  # noqa: E402
 from mnemobus.engine import MemoryEngine  # noqa: E402
 from mnemobus.engine.embedders import make_embedder  # noqa: E402
 from mnemobus.engine.extract_parse import ParsedExtractor  # noqa: E402
-from mnemobus.engine.parse_process import ProcessSplitExtractor  # noqa: E402
+from mnemobus.engine.parse_process import CHUNKS, HERE_SHARE, ProcessSplitExtractor  # noqa: E402
 from mnemobus.store.model import IngestOutcome  # noqa: E402
 from mnemobus.store.sqlite import SqliteStore  # noqa: E402
 
@@ -50,9 +53,15 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=600)
     ap.add_argument("--one-process", action="store_true")
+    ap.add_argument("--auto", action="store_true")
+    ap.add_argument("--chunks", type=int, default=CHUNKS)
+    ap.add_argument("--here-share", type=float, default=HERE_SHARE)
     args = ap.parse_args()
     loading = 0.0 if args.one_process else await child_loading_cpu()
-    extractor = ParsedExtractor() if args.one_process else ProcessSplitExtractor()
+    extractor = ParsedExtractor() if args.one_process else ProcessSplitExtractor(
+        n_chunks=args.chunks, here_share=args.here_share, auto=args.auto)
+    if isinstance(extractor, ProcessSplitExtractor):
+        await extractor.start()  # else `--auto` started it (loading its parser) inside the timed batches
     with tempfile.TemporaryDirectory(prefix="batch-door-") as tmp:
         store = SqliteStore(Path(tmp) / "m.sqlite3")
         await store.open()
@@ -73,7 +82,9 @@ async def main() -> None:
     n = len(episodes)
     print(f"{'one process' if args.one_process else 'parse child'}: {n / wall:.1f} episodes/s wall, "
           f"this process {1000 * cpu / n:.2f} ms CPU an episode, child {1000 * max(child, 0.0) / (n + 32):.2f} ms "
-          f"(over the warm-up batch too; its loading, {loading:.2f} s, taken off), facts added {facts}")
+          f"(over the warm-up batch too; its loading, {loading:.2f} s, taken off), facts added {facts}"
+          + ("" if args.one_process else f", batches split {extractor.split_batches}")  # type: ignore[union-attr]
+          + f", load {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import re
 
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -1778,8 +1778,7 @@ class ParsedExtractor:
     def _named_in(self, turns: Sequence[Episode]) -> dict[str, _Name | None]:
         """Whom each stored turn named last: remembered from its own extraction; the forgotten ones parsed again,
         all in one `_parse`."""
-        with self._named_lock:
-            named = {t.id: self._named[t.id] for t in turns if t.id in self._named}
+        named = self.named(t.id for t in turns)
         forgotten = list({t.id: t for t in turns if t.id not in named}.values())
         for turn, parsed in zip(forgotten, self._parse(forgotten) if forgotten else [], strict=True):
             last: _Name | None = None
@@ -1790,6 +1789,17 @@ class ParsedExtractor:
             named[turn.id] = last
             self._remember(turn.id, last)
         return named
+
+    def named(self, ids: Iterable[str]) -> dict[str, _Name | None]:
+        """Whom each of these turns named, for the ones remembered: what another process's extractor is handed with
+        a chunk (engine/parse_process.py), so that neither parses again a turn the other read."""
+        with self._named_lock:
+            return {i: self._named[i] for i in ids if i in self._named}
+
+    def learn_named(self, named: Mapping[str, _Name | None]) -> None:
+        """What `named` of another process's extractor answered, remembered as if this one had read those turns."""
+        for episode_id, name in named.items():
+            self._remember(episode_id, name)
 
     def _remember(self, episode_id: str, named: _Name | None) -> None:
         with self._named_lock:

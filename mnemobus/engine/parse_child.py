@@ -4,9 +4,12 @@ Why a process: the parse is the largest single cost of offline ingestion (a core
 a thread of the same process cannot run it beside the rest (the GIL). Here a second core parses one share of a
 batch while the parent parses the other.
 
-Protocol on stdin/stdout (engine/frames.py): parent to child ("extract", episodes, previous) answers ("extracted",
-[Extraction or Exception, ...]) in the order given, exactly what `ParsedExtractor.extract_batch` returns in the
-parent; ("warm",) loads the parser and answers ("warm",). End of input ends the child.
+Protocol on stdin/stdout (engine/frames.py): parent to child ("extract", episodes, previous, known) answers
+("extracted", [Extraction or Exception, ...], named) in the order given, exactly what `ParsedExtractor.extract_batch`
+returns in the parent; `known` and `named` are whom turns named (`ParsedExtractor.named`), the turns before the chunk
+that the parent read and the chunk's own, so a group that moves between the processes from one batch to the next has
+its turns before parsed by neither again; ("warm",) loads the parser and answers ("warm",). End of input ends the
+child.
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
             load_pipeline()
             out.write(frame(("warm",)))
         elif kind == "extract":
-            episodes, previous = rest
-            out.write(frame(("extracted", [sendable(x) for x in extractor.extract_batch(episodes, previous)])))
+            episodes, previous, known = rest
+            extractor.learn_named(known)  # the turns before that the parent (or an earlier chunk here) read
+            results = [sendable(x) for x in extractor.extract_batch(episodes, previous)]
+            out.write(frame(("extracted", results, extractor.named(ep.id for ep in episodes))))
         else:
             raise ValueError(f"parse child: unknown message {kind!r}")
         out.flush()

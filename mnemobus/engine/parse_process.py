@@ -6,7 +6,9 @@ ms) ran one after the other on one core, so the batch door could not reach 500 e
 whole groups: the extractor carries the persons last named from turn to turn within a group (and reads the turns
 before the batch), never across groups, so each chunk is read, resolved and linked exactly as in the whole batch.
 The parse costs ~5 ms a call besides its lines, so the chunks are few (3); this process stores every chunk, so it
-parses the smaller share (~20% of the text).
+parses the smaller share (~20% of the text). A group's chunk changes from batch to batch with the batch's texts, so
+the two processes tell each other whom their turns named: else the side a group moved to parsed its turns before
+again (~0.9 of a turn an episode in bench-engine's batches, most of it here).
 
 Bounded and failing loudly: one child, one batch's chunks at a time (a lock held only while the child works, so a
 second batch in flight parses and stores its own first chunk meanwhile), every chunk under a time bound; a child
@@ -31,6 +33,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mnemobus.engine.extract import ChunkReady, Extraction
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.frames import frame, kill_child, receive_frame
+from mnemobus.engine.spare_core import SpareCoreMeter
 from mnemobus.store.model import Episode
 
 log = logging.getLogger("mnemobus.engine.parse")
@@ -71,13 +74,14 @@ def group_chunks(episodes: Sequence[Episode], n: int, first_share: float) -> lis
 
 
 class ProcessSplitExtractor:
-    """`ParsedExtractor` (config `extractor: offline`) with a second core for the batch door (`parse_child: true`)."""
+    """`ParsedExtractor` (config `extractor: offline`) with a second core for the batch door (`parse_child: true`,
+    or `auto`: only for the batches that find a core to spare, engine/spare_core.py)."""
 
     name = "offline"
 
     def __init__(self, local: ParsedExtractor | None = None, split_min: int = SPLIT_MIN, n_chunks: int = CHUNKS,
-                 here_share: float = HERE_SHARE,
-                 timeout_s: float = JOB_TIMEOUT_S) -> None:
+                 here_share: float = HERE_SHARE, timeout_s: float = JOB_TIMEOUT_S, auto: bool = False,
+                 meter: SpareCoreMeter | None = None) -> None:
         self.local = local or ParsedExtractor()
         self.split_min = split_min
         self.n_chunks = n_chunks
@@ -91,6 +95,8 @@ class ProcessSplitExtractor:
         self.failures = 0  # jobs lost to a child that died, answered out of step or ran out of time
         self.on_failure: list[Callable[[], None]] = []  # told at each of them (the process's metrics: open_runtime)
         self.split_batches = 0  # batches parsed on two cores
+        self.auto = auto  # `parse_child: auto`: each batch split only while the meter finds a core to spare
+        self.meter = meter or SpareCoreMeter(own=lambda: (self.pid,) if self.pid is not None else ())
 
     @property
     def pid(self) -> int | None:
@@ -126,8 +132,9 @@ class ProcessSplitExtractor:
         return await self.local.extract_after(episodes, previous)
 
     def chunks(self, episodes: Sequence[Episode]) -> list[list[int]]:
-        """`chunks` chunks of whole groups for a batch of `split_min` or more; else one (parsed here)."""
-        if len(episodes) < self.split_min:
+        """`chunks` chunks of whole groups for a batch of `split_min` or more; else one (parsed here), as also in
+        `auto` while the machine has no core to spare (the pair would then spend more CPU for nothing)."""
+        if len(episodes) < self.split_min or (self.auto and not self.meter.core_free()):
             return [list(range(len(episodes)))]
         return group_chunks(episodes, self.n_chunks, self.here_share)
 
@@ -179,12 +186,14 @@ class ProcessSplitExtractor:
                 await self._start()
                 assert self._process is not None and self._process.stdin is not None
                 for chunk in chunks:
+                    known = self.local.named(turn.id for i in chunk for turn in previous[i])
                     await self._process.stdin.send(
-                        frame(("extract", [episodes[i] for i in chunk], [previous[i] for i in chunk])))
+                        frame(("extract", [episodes[i] for i in chunk], [previous[i] for i in chunk], known)))
                     answer = await self._receive()
-                    if (not isinstance(answer, tuple) or len(answer) != 2 or answer[0] != "extracted"
-                            or len(answer[1]) != len(chunk)):
+                    if (not isinstance(answer, tuple) or len(answer) != 3 or answer[0] != "extracted"
+                            or len(answer[1]) != len(chunk) or not isinstance(answer[2], dict)):
                         raise await self._failed(f"answered out of step: {str(answer)[:200]}")
+                    self.local.learn_named(answer[2])  # the child's turns, for the batches after (whichever side)
                     await send.send((chunk, list(answer[1])))
         except TimeoutError as exc:
             raise await self._failed(f"did not answer within {self.timeout_s:g} s") from exc

@@ -59,8 +59,11 @@ async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None)
 
 
 def offline_parser(extraction: ExtractionSettings) -> ParsedExtractor | ProcessSplitExtractor:
-    """The offline extractor as configured: with `parse_child`, a batch's parse shared with a second core."""
-    return ProcessSplitExtractor() if extraction.parse_child else ParsedExtractor()
+    """The offline extractor as configured: with `parse_child`, a batch's parse shared with a second core (with
+    `auto`, while the machine has one to spare)."""
+    if not extraction.parse_child:
+        return ParsedExtractor()
+    return ProcessSplitExtractor(auto=extraction.parse_child == "auto")
 
 
 def relation_meaning(settings: Settings) -> RelationMeaning | None:

@@ -17,7 +17,10 @@ from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import HashEmbedder
 from mnemobus.engine.extract import Extraction
 from mnemobus.engine.extract_parse import ParsedExtractor
-from mnemobus.engine.parse_process import ParseChildFailed, ProcessSplitExtractor, group_chunks
+from mnemobus.engine.parse_process import CHUNKS, HERE_SHARE, ParseChildFailed, ProcessSplitExtractor, group_chunks
+from mnemobus.engine.spare_core import MIN_WINDOW_S, SpareCoreMeter
+from mnemobus.kernel.backends import offline_parser
+from mnemobus.shared.config import ExtractionSettings
 from mnemobus.store.model import Episode, IngestOutcome
 from mnemobus.store.sqlite import SqliteStore
 
@@ -213,3 +216,54 @@ async def test_a_batch_after_close_starts_no_new_child_and_fails_the_chunks_it_w
     with pytest.raises(ParseChildFailed, match="closed"):
         await split.extract_chunks(batch, [[] for _ in batch], chunks, ready)
     assert got == [chunks[0]] and split.started == 0
+
+
+async def test_auto_parses_a_batch_in_this_process_while_no_core_is_free(tmp_path: Path) -> None:
+    split = ProcessSplitExtractor(auto=True, meter=SpareCoreMeter(needed=float("inf")))  # never enough cores free
+    await anyio.sleep(MIN_WINDOW_S)  # a window the meter can read
+    batches = [conversations(groups=8, turns=4)]
+    await ingest(tmp_path / "auto.sqlite3", split, batches)
+    await ingest(tmp_path / "one.sqlite3", ParsedExtractor(), batches)
+    assert split.split_batches == 0 and split.started == 0
+    assert graph(tmp_path / "auto.sqlite3") == graph(tmp_path / "one.sqlite3")
+
+
+async def test_auto_shares_a_batch_with_the_child_while_a_core_is_free(tmp_path: Path) -> None:
+    split = ProcessSplitExtractor(auto=True, meter=SpareCoreMeter(needed=0.0))  # any reading is enough
+    await anyio.sleep(MIN_WINDOW_S)
+    batches = [conversations(groups=8, turns=4)]
+    await ingest(tmp_path / "auto.sqlite3", split, batches)
+    await ingest(tmp_path / "one.sqlite3", ParsedExtractor(), batches)
+    assert split.split_batches == 1 and split.started == 1
+    assert graph(tmp_path / "auto.sqlite3") == graph(tmp_path / "one.sqlite3")
+
+
+def test_parse_child_auto_in_the_settings_builds_the_extractor_that_decides_per_batch() -> None:
+    chosen = offline_parser(ExtractionSettings(parse_child="auto"))
+    assert isinstance(chosen, ProcessSplitExtractor) and chosen.auto
+    assert not offline_parser(ExtractionSettings(parse_child=True)).auto  # type: ignore[union-attr]
+    assert isinstance(offline_parser(ExtractionSettings(parse_child=False)), ParsedExtractor)
+
+
+async def test_a_group_that_moves_to_this_process_has_its_turns_before_parsed_by_neither_again(tmp_path: Path) -> None:
+    first = conversations(groups=8, turns=4)
+    second = [make_episode(f"user_{g}", TALK[(t + 3 * g) % len(TALK)] * (1 + (g % 3 == 0)), days=t + 4, msg=f"g{g}t{t}")
+              for t in range(4, 8) for g in range(8)]  # other lengths: the groups are packed into other chunks
+    ours = [[batch[i] for i in group_chunks(batch, CHUNKS, HERE_SHARE)[0]] for batch in (first, second)]
+    assert {ep.group_id for ep in ours[1]} - {ep.group_id for ep in ours[0]}  # a group the child read in the first
+    # batch is parsed here in the second
+    split = ProcessSplitExtractor()
+    parsed_here: list[str] = []
+    parse = split.local._parse  # noqa: SLF001 - what this process parses, seen without changing it
+
+    def seen(episodes: Sequence[Episode]) -> list:
+        parsed_here.extend(ep.id for ep in episodes)
+        return parse(episodes)
+
+    split.local._parse = seen  # type: ignore[method-assign]  # noqa: SLF001
+    await ingest(tmp_path / "split.sqlite3", split, [first, second])
+    await ingest(tmp_path / "one.sqlite3", ParsedExtractor(), [first, second])
+    assert split.split_batches == 2
+    assert sorted(parsed_here) == sorted(ep.id for ep in ours[0] + ours[1])  # its own chunks' turns, nothing more
+    assert set(split.local.named(ep.id for ep in first)) == {ep.id for ep in first}  # the child's turns told here
+    assert graph(tmp_path / "split.sqlite3") == graph(tmp_path / "one.sqlite3")
