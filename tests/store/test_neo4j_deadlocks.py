@@ -58,6 +58,8 @@ async def crossed(a: Neo4jStore, b: Neo4jStore, g1: GroupId, g2: GroupId,
                 await then(name)(txn, mine, theirs)
         except StoreUnavailable as exc:
             failed[name] = exc
+        finally:
+            holding[name].set()  # a writer that failed before its first lock must not leave its peer waiting
 
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
