@@ -147,3 +147,21 @@ async def test_a_victim_whose_reads_the_winner_changed_is_told_to_retry_and_stor
     winner = peer[loser]
     stored = {e.source_message_id for g in (group, other_group) for e in await neo.episodes(g, 10)}
     assert stored == {"m0", f"by-{winner}"}
+
+
+async def test_a_write_waiting_for_a_lock_another_writer_never_lets_go_fails_within_its_timeout(
+    neo4j_uri: str, neo: Neo4jStore, group: GroupId
+) -> None:
+    await put(neo, episodes=[episode(group, "m0", "the group's first turn")])
+    impatient = Neo4jStore(neo4j_uri, write_timeout_s=2.0)
+    await impatient.open()
+    try:
+        async with neo.transaction() as holder:
+            await holder.entity_by_alias(group, "held")  # takes the group's lock and keeps it past the test's wait
+            with anyio.fail_after(30):
+                with pytest.raises(StoreUnavailable) as raised:
+                    async with impatient.transaction() as waiter:
+                        await waiter.entity_by_alias(group, "waits")
+        assert "timeout" in str(raised.value) and "nothing stored" in str(raised.value)
+    finally:
+        await impatient.close()

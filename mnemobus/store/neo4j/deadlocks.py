@@ -29,6 +29,15 @@ def is_deadlock(exc: BaseException) -> bool:
     return isinstance(exc, nx.TransientError) and "DeadlockDetected" in (exc.code or "")
 
 
+#: the server ended a transaction for running past its timeout (WRITE_TIMEOUT_S), a wait for a lock included
+_TIMED_OUT = ("TransactionTimedOut", "LockClientStopped")
+
+
+def timed_out(exc: BaseException) -> bool:
+    """The server ended the transaction at its timeout: nothing of it is stored, and it may be run again."""
+    return isinstance(exc, nx.Neo4jError) and any(code in (exc.code or "") for code in _TIMED_OUT)
+
+
 class VersionNodeErased(StoreUnavailable):
     """A group's version node was deleted (an erasure committed) while this transaction waited for its lock: the
     lock held is on nothing, and the version read is null. Running the write again creates the node afresh and

@@ -30,7 +30,7 @@ from mnemobus.store.neo4j.mirroring import Mirroring
 from mnemobus.store.neo4j.retrievals import Retrievals
 from mnemobus.store.neo4j.rows import run_rows
 from mnemobus.store.neo4j.search import Search
-from mnemobus.store.neo4j.tuning import EMBEDDING_DIM, ERASURE_LEASE_S, MIN_VERSION, MIRROR_FRESH_S
+from mnemobus.store.neo4j.tuning import EMBEDDING_DIM, ERASURE_LEASE_S, MIN_VERSION, MIRROR_FRESH_S, WRITE_TIMEOUT_S
 from mnemobus.store.neo4j.writes import Writes
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         coalesce_reads: bool = True,
         dim: int = EMBEDDING_DIM,
         vector_cache_mb: int | None = 512,
+        write_timeout_s: float = WRITE_TIMEOUT_S,
         mirror_fresh_s: float = MIRROR_FRESH_S,
         erasure_lease_s: float = ERASURE_LEASE_S,
     ) -> None:
@@ -97,6 +98,7 @@ class Neo4jStore(Neo4jLifecycle, Neo4jCommunities, Mirroring, EpisodeReads, Dele
         self._mirror_loads: dict[str, asyncio.Task[GroupMirror | None]] = {}
         self._catching_up: dict[str, asyncio.Lock] = {}
         self._too_big: dict[str, float] = {}  # group -> monotonic time until which it is not mirrored
+        self.write_timeout_s = write_timeout_s  # a write transaction's server-side bound, lock waits included
         self._crowded_observers: list[Callable[[str], None]] = []  # see Mirroring.observe_vector_cache_crowded
         self._promoted_marks: dict[str, tuple[bool, float]] = {}  # group -> (holds promoted, asked at), see lifecycle
 

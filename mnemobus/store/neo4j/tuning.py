@@ -23,5 +23,6 @@ RETRIEVAL_BACKLOG = 1000  # ... or as soon as this many facts wait
 RETRIEVAL_WRITE_TIMEOUT_S = 30.0  # the server gives up on a count write (waiting on a group's writers) after this
 DELETE_BATCH = 10_000  # rows of one kind per transaction when a group is deleted
 LOCK_RETRIES = 3  # a batch that lost a deadlock runs again this many times before its works are told to retry
+WRITE_TIMEOUT_S = 120.0  # the server ends a write transaction (a wait for a lock included) after this: never a hang
 
 ERASURE_LEASE_S = 45.0  # a journalled erasure stays its owner's this long after each batch (erasure.py)

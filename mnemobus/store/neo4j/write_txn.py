@@ -67,8 +67,9 @@ class Neo4jWriteTxn:
                  with_pending: Callable[[str, list[Fact]], list[Fact]] = lambda g, facts: facts,
                  mirror_of: Callable[[str, tuple[str | None, int] | None, bool], Awaitable[GroupMirror | None]] | None = None,
                  again: AsyncSession | None = None, on_deadlock: Callable[[str], None] = lambda outcome: None,
-                 ) -> None:
+                 timeout_s: float | None = None) -> None:
         self._tx = tx
+        self._timeout_s = timeout_s  # the server-side bound of each try (a replay's new transaction too)
         self._again = again  # the session to begin a deadlock victim's next try in
         self._on_deadlock = on_deadlock
         self._said: list[tuple[str, dict[str, Any], list[dict[str, Any]]]] = []  # statements sent, and their answers
@@ -128,7 +129,7 @@ class Neo4jWriteTxn:
                 pass  # the server had ended it with the deadlock already
             await pause_before_try(n)
             try:
-                self._tx = await self._again.begin_transaction()
+                self._tx = await self._again.begin_transaction(timeout=self._timeout_s)
                 same = True
                 for q, p, said in self._said:
                     if not self._same(q, await self._send(q, p), said):

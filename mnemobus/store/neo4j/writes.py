@@ -15,7 +15,7 @@ from mnemobus.store.contract import Prefetch, Vector
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.neo4j.cypher import BUMP_VERSIONS, TRANSIENT, VERSION_OF
 from mnemobus.store.neo4j.deadlocks import (ERASED_MEANWHILE, GAVE_UP, REPLAYED, VersionNodeErased, lost_a_deadlock,
-                                            lost_a_lock_race, pause_before_try)
+                                            lost_a_lock_race, pause_before_try, timed_out)
 from mnemobus.store.neo4j.rows import entity_params, fact_params, run_rows
 from mnemobus.store.neo4j.tuning import LOCK_RETRIES
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
@@ -75,9 +75,9 @@ class Writes:
         """
         try:
             async with self._open_driver().session(database=self.database) as s:
-                wtx = Neo4jWriteTxn(await s.begin_transaction(), self._with_pending,
+                wtx = Neo4jWriteTxn(await s.begin_transaction(timeout=self.write_timeout_s), self._with_pending,
                                     lambda g, known, load: self._mirror(g, confirm=True, known=known, load=load),
-                                    again=s, on_deadlock=self._deadlocked)
+                                    again=s, on_deadlock=self._deadlocked, timeout_s=self.write_timeout_s)
                 try:
                     yield wtx
                     await wtx.flush()
@@ -91,6 +91,11 @@ class Writes:
                     await wtx.tx.commit()
         except nx.ConstraintError as exc:
             raise StoreIntegrityError(f"Neo4j refused the write: {exc.message}") from exc
+        except nx.ClientError as exc:
+            if not timed_out(exc):
+                raise
+            raise StoreUnavailable(f"Neo4j ended the write after its {self.write_timeout_s:g} s timeout (a lock "
+                                   f"another writer held, or a slow server), nothing stored: {exc.code}") from exc
         except TRANSIENT as exc:
             raise StoreUnavailable(f"Neo4j write failed, nothing stored: {type(exc).__name__}: {exc}") from exc
 
