@@ -27,11 +27,11 @@ def serving_process() -> None:
 
 
 def freeze_long_lived(why: str) -> int:
-    """In a serving process: collect what loading left as garbage, then freeze the rest. The objects frozen in
-    all (0 where the process is not a serving one)."""
+    """In a serving process: freeze what is tracked now. The objects frozen in all (0 where the process is not a
+    serving one). No collection first: on a start-up heap a full one held the event loop past a worker's
+    heartbeat freshness (1.5 s in the tests) on a loaded machine, and what it would free is start-up's few cycles."""
     if not _serving:
         return 0
-    gc.collect()
     gc.freeze()
     frozen = gc.get_freeze_count()
     log.debug("%s: %d long-lived objects taken out of the collector's sight", why, frozen)

@@ -35,7 +35,9 @@ def bus_env(url: str, home: Path, **extra: str) -> dict[str, str]:
     env.update({"MNEMOBUS_NATS__URL": url, "MNEMOBUS_STORE__SQLITE_PATH": str(home / "memory.sqlite3"),
                 "MNEMOBUS_MEMORY__OUTBOX_PATH": str(home / "outbox.sqlite3"),
                 "MNEMOBUS_MEMORY__EMBEDDING__PROVIDER": "hash", "MNEMOBUS_METRICS__PORT": "0",
-                "MNEMOBUS_WORKER__HEARTBEAT_S": "0.5", **extra})
+                # a beat is fresh for three intervals: at 0.5 s, a worker whose loop a loaded CI machine held for
+                # 1.5 s looked gone to the MCP role's store check, which then started instead of refusing
+                "MNEMOBUS_WORKER__HEARTBEAT_S": "2", **extra})
     return env
 
 
