@@ -165,3 +165,21 @@ async def test_a_write_waiting_for_a_lock_another_writer_never_lets_go_fails_wit
         assert "timeout" in str(raised.value) and "nothing stored" in str(raised.value)
     finally:
         await impatient.close()
+
+
+async def test_a_batch_whose_write_waits_out_its_timeout_fails_every_work_at_once(
+    neo4j_uri: str, neo: Neo4jStore, group: GroupId
+) -> None:
+    await put(neo, episodes=[episode(group, "m0", "the group's first turn")])
+    impatient = Neo4jStore(neo4j_uri, write_timeout_s=2.0)
+    await impatient.open()
+    try:
+        async with neo.transaction() as holder:
+            await holder.entity_by_alias(group, "held")
+            # split into works of their own, each would wait out the timeout again: 3 x 2 s and more
+            with anyio.fail_after(5):
+                got = await impatient.run_transactions([lambda txn, n=n: txn.entity_by_alias(group, f"waits {n}")
+                                                        for n in range(3)])
+        assert all(isinstance(r, StoreUnavailable) and "timeout" in str(r) for r in got), got
+    finally:
+        await impatient.close()

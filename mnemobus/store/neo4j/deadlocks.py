@@ -38,6 +38,13 @@ def timed_out(exc: BaseException) -> bool:
     return isinstance(exc, nx.Neo4jError) and any(code in (exc.code or "") for code in _TIMED_OUT)
 
 
+def timeout_failure(exc: nx.Neo4jError, timeout_s: float | None) -> StoreUnavailable:
+    """What the store says for a write the server ended at its timeout: a store failure (every work of a batch
+    fails with it and is retried), never one work's own error."""
+    return StoreUnavailable(f"Neo4j ended the write after its {timeout_s:g} s timeout (a lock another writer held, "
+                            f"or a slow server), nothing stored: {exc.code}")
+
+
 class VersionNodeErased(StoreUnavailable):
     """A group's version node was deleted (an erasure committed) while this transaction waited for its lock: the
     lock held is on nothing, and the version read is null. Running the write again creates the node afresh and

@@ -17,7 +17,8 @@ from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import Prefetch, Vector, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.erasures import GroupErased
-from mnemobus.store.neo4j.deadlocks import GAVE_UP, REPLAYED, VersionNodeErased, is_deadlock, pause_before_try
+from mnemobus.store.neo4j.deadlocks import (GAVE_UP, REPLAYED, VersionNodeErased, is_deadlock, pause_before_try,
+                                            timed_out, timeout_failure)
 from mnemobus.store.neo4j.erasure import HOLD_ERASURES
 from mnemobus.store.neo4j.mirror import GroupMirror
 from mnemobus.store.neo4j.overlay import Overlay, Pending
@@ -95,17 +96,25 @@ class Neo4jWriteTxn:
     async def _run(self, query: str, **params: Any) -> list[dict[str, Any]]:
         self.round_trips += 1
         try:
-            try:
-                rows = await self._send(query, params)
-            except nx.TransientError as exc:
-                if self._again is None or not is_deadlock(exc):
-                    raise
-                rows = await self._replay(exc, query, params)
+            rows = await self._sent_or_replayed(query, params)
+        except nx.ClientError as exc:  # a batch must fail whole here, not split into works that each wait again
+            self.broken = True
+            if not timed_out(exc):
+                raise
+            raise timeout_failure(exc, self._timeout_s) from exc
         except BaseException:
             self.broken = True  # the server fails the whole transaction with the statement
             raise
         self._said.append((query, params, rows))
         return rows
+
+    async def _sent_or_replayed(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            return await self._send(query, params)
+        except nx.TransientError as exc:
+            if self._again is None or not is_deadlock(exc):
+                raise
+            return await self._replay(exc, query, params)
 
     async def _send(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         return await record_dicts(await self._tx.run(query, params))

@@ -15,7 +15,8 @@ from mnemobus.store.contract import Prefetch, Vector
 from mnemobus.store.model import Entity, Fact
 from mnemobus.store.neo4j.cypher import BUMP_VERSIONS, TRANSIENT, VERSION_OF
 from mnemobus.store.neo4j.deadlocks import (ERASED_MEANWHILE, GAVE_UP, REPLAYED, VersionNodeErased, lost_a_deadlock,
-                                            lost_a_lock_race, pause_before_try, timed_out)
+                                            lost_a_lock_race, pause_before_try, timed_out,
+                                            timeout_failure)
 from mnemobus.store.neo4j.rows import entity_params, fact_params, run_rows
 from mnemobus.store.neo4j.tuning import LOCK_RETRIES
 from mnemobus.store.neo4j.write_txn import Neo4jWriteTxn, SplitBatch
@@ -91,11 +92,10 @@ class Writes:
                     await wtx.tx.commit()
         except nx.ConstraintError as exc:
             raise StoreIntegrityError(f"Neo4j refused the write: {exc.message}") from exc
-        except nx.ClientError as exc:
+        except nx.ClientError as exc:  # the commit's; a statement's is raised as a store failure where it ran
             if not timed_out(exc):
                 raise
-            raise StoreUnavailable(f"Neo4j ended the write after its {self.write_timeout_s:g} s timeout (a lock "
-                                   f"another writer held, or a slow server), nothing stored: {exc.code}") from exc
+            raise timeout_failure(exc, self.write_timeout_s) from exc
         except TRANSIENT as exc:
             raise StoreUnavailable(f"Neo4j write failed, nothing stored: {type(exc).__name__}: {exc}") from exc
 
