@@ -35,6 +35,7 @@ import json
 import math
 import os
 import re
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -273,8 +274,23 @@ def fts5_match(words: Sequence[str]) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
 
 
+def fts_turns(texts: Sequence[str]) -> sqlite3.Connection:
+    """The turns in an in-memory SQLite FTS5 table (rowid = position), with the Porter stemmer the engine's store
+    uses: the strongest simple baseline's index."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
+    db.executemany("INSERT INTO turns(rowid, body) VALUES (?, ?)", list(enumerate(texts)))
+    return db
+
+
+def fts_hits(db: sqlite3.Connection, question: str, depth: int) -> list[tuple[int, float]]:
+    """(position, BM25 score, higher better) of the turns matching any word of the question, best first."""
+    words = tokens(question)
+    return db.execute("SELECT rowid, -bm25(turns) FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?",
+                      (fts5_match(words), depth)).fetchall() if words else []
+
+
 def run_baselines(convs: list[dict], emb) -> dict[str, dict[str, list]]:
-    import sqlite3
 
     kmax = max(KS)
     bm_ret, bm_lat, fts_ret, fts_lat, vec_ret, vec_lat = [], [], [], [], [], []
@@ -284,9 +300,7 @@ def run_baselines(convs: list[dict], emb) -> dict[str, dict[str, list]]:
         texts = [t[1] for t in conv["turns"]]
         bm = BM25([tokens(x) for x in texts])
         # the second BM25: SQLite FTS5's bm25() with the Porter stemmer, the tokenizer the engine's store uses
-        db = sqlite3.connect(":memory:")
-        db.execute("CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
-        db.executemany("INSERT INTO turns(rowid, body) VALUES (?, ?)", list(enumerate(texts)))
+        db = fts_turns(texts)
         mat = np.vstack([emb.embed(texts[i : i + 64]) for i in range(0, len(texts), 64)])
         for question, _, _ in conv["questions"]:
             t = time.perf_counter()

@@ -30,7 +30,6 @@ import contextlib
 import functools
 import itertools
 import os
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -48,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_locomo import (  # noqa: E402
-    CATEGORIES, DEFAULT_PATH, fts5_match, load_conversations, per_category, recall_at_k, tokens,
+    CATEGORIES, DEFAULT_PATH, fts_hits, fts_turns, load_conversations, per_category, recall_at_k,
 )
 from common import peak_rss_mb, print_table, quick, write_results  # noqa: E402
 
@@ -93,15 +92,11 @@ def baselines(conv: dict, emb: Any, depth: int = 50, context: tuple[float, float
     engine's turns-around step (`context` = before, after)."""
     ids = [t[0] for t in conv["turns"]]
     texts = [t[1] for t in conv["turns"]]
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
-    db.executemany("INSERT INTO turns(rowid, body) VALUES (?, ?)", list(enumerate(texts)))
+    db = fts_turns(texts)
     mat = np.vstack([emb.embed(texts[i: i + 64]) for i in range(0, len(texts), 64)])
     out: dict[str, list[list[str]]] = {"bm25": [], "vector": [], "bm25_vector_rrf": [], "bm25_with_turns_around": []}
     for question, _, _ in conv["questions"]:
-        words = tokens(question)
-        rows = db.execute("SELECT rowid, -bm25(turns) FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?",
-                          (fts5_match(words), depth)).fetchall() if words else []
+        rows = fts_hits(db, question, depth)
         bm = [ids[r[0]] for r in rows]
         out["bm25_with_turns_around"].append(turns_around(conv, [(ids[r], s) for r, s in rows], *context))
         vec = [ids[i] for i in np.argsort(-(mat @ emb.embed([question])[0]))[:depth]]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sqlite3
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_locomo import (CATEGORIES, DEFAULT_PATH, fts5_match, load_conversations, normalise_evidence,  # noqa: E402
-                          per_category, recall_at_k, tokens)
+from bench_locomo import (CATEGORIES, DEFAULT_PATH, fts_hits, fts_turns, load_conversations,  # noqa: E402
+                          normalise_evidence, per_category, recall_at_k)
 from bench_locomo_public import GRID, turns_around  # noqa: E402
 
 FACTORS = (1.0, 1.1, 1.25, 1.5, 2.0)
@@ -62,14 +61,10 @@ def prior_scores(conv: dict, speakers: list[str], factor: float, before: float, 
     turns-around step (`before`, `after`)."""
     ids = [t[0] for t in conv["turns"]]
     said_by = {t[0]: t[1].split(":", 1)[0] for t in conv["turns"]}  # turn_text: "Speaker: words"
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
-    db.executemany("INSERT INTO turns(rowid, body) VALUES (?, ?)", [(i, t[1]) for i, t in enumerate(conv["turns"])])
+    db = fts_turns([t[1] for t in conv["turns"]])
     rows = []
     for question, category, evidence in conv["questions"]:
-        words = tokens(question)
-        hits = db.execute("SELECT rowid, -bm25(turns) FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT 50",
-                          (fts5_match(words),)).fetchall() if words else []
+        hits = fts_hits(db, question, 50)
         named = named_speaker(question, speakers)
         ranked = sorted(((ids[r], s * (factor if said_by[ids[r]] == named else 1.0)) for r, s in hits),
                         key=lambda hit: -hit[1])

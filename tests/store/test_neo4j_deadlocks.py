@@ -10,7 +10,7 @@ locked, so other workers' tests are not held.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import pytest
@@ -149,37 +149,36 @@ async def test_a_victim_whose_reads_the_winner_changed_is_told_to_retry_and_stor
     assert stored == {"m0", f"by-{winner}"}
 
 
-async def test_a_write_waiting_for_a_lock_another_writer_never_lets_go_fails_within_its_timeout(
-    neo4j_uri: str, neo: Neo4jStore, group: GroupId
-) -> None:
+@pytest.fixture
+async def impatient_behind_a_held_lock(neo4j_uri: str, neo: Neo4jStore, group: GroupId
+                                       ) -> AsyncIterator[Neo4jStore]:
+    """A store whose writes time out after 2 s, while `neo` holds the group's lock past the test's wait."""
     await put(neo, episodes=[episode(group, "m0", "the group's first turn")])
     impatient = Neo4jStore(neo4j_uri, write_timeout_s=2.0)
     await impatient.open()
     try:
         async with neo.transaction() as holder:
-            await holder.entity_by_alias(group, "held")  # takes the group's lock and keeps it past the test's wait
-            with anyio.fail_after(30):
-                with pytest.raises(StoreUnavailable) as raised:
-                    async with impatient.transaction() as waiter:
-                        await waiter.entity_by_alias(group, "waits")
-        assert "timeout" in str(raised.value) and "nothing stored" in str(raised.value)
+            await holder.entity_by_alias(group, "held")  # takes the group's lock
+            yield impatient
     finally:
         await impatient.close()
+
+
+async def test_a_write_waiting_for_a_lock_another_writer_never_lets_go_fails_within_its_timeout(
+    impatient_behind_a_held_lock: Neo4jStore, group: GroupId
+) -> None:
+    with anyio.fail_after(30):
+        with pytest.raises(StoreUnavailable) as raised:
+            async with impatient_behind_a_held_lock.transaction() as waiter:
+                await waiter.entity_by_alias(group, "waits")
+    assert "timeout" in str(raised.value) and "nothing stored" in str(raised.value)
 
 
 async def test_a_batch_whose_write_waits_out_its_timeout_fails_every_work_at_once(
-    neo4j_uri: str, neo: Neo4jStore, group: GroupId
+    impatient_behind_a_held_lock: Neo4jStore, group: GroupId
 ) -> None:
-    await put(neo, episodes=[episode(group, "m0", "the group's first turn")])
-    impatient = Neo4jStore(neo4j_uri, write_timeout_s=2.0)
-    await impatient.open()
-    try:
-        async with neo.transaction() as holder:
-            await holder.entity_by_alias(group, "held")
-            # split into works of their own, each would wait out the timeout again: 3 x 2 s and more
-            with anyio.fail_after(5):
-                got = await impatient.run_transactions([lambda txn, n=n: txn.entity_by_alias(group, f"waits {n}")
-                                                        for n in range(3)])
-        assert all(isinstance(r, StoreUnavailable) and "timeout" in str(r) for r in got), got
-    finally:
-        await impatient.close()
+    # split into works of their own, each would wait out the timeout again: 3 x 2 s and more
+    with anyio.fail_after(5):
+        got = await impatient_behind_a_held_lock.run_transactions(
+            [lambda txn, n=n: txn.entity_by_alias(group, f"waits {n}") for n in range(3)])
+    assert all(isinstance(r, StoreUnavailable) and "timeout" in str(r) for r in got), got
