@@ -56,7 +56,8 @@ class SpareCoreMeter:
         if not self._read():
             return None
         used = sum(cpu - ours.get(pid, 0.0) for pid, cpu in self._ours.items())  # a new child counted from 0
-        return min(float(cores_usable()), (self._idle - idle + used) / (self._at - at))
+        # never below 0: on a busy VM the idle and iowait counters may step back a tick between two readings
+        return min(float(cores_usable()), max(0.0, (self._idle - idle + used) / (self._at - at)))
 
     def core_free(self) -> bool:
         """Whether two processes would be faster than one now: the last answer kept while the window is short;

@@ -220,7 +220,7 @@ async def test_a_batch_after_close_starts_no_new_child_and_fails_the_chunks_it_w
 
 async def test_auto_parses_a_batch_in_this_process_while_no_core_is_free(tmp_path: Path) -> None:
     split = ProcessSplitExtractor(auto=True, meter=SpareCoreMeter(needed=float("inf")))  # never enough cores free
-    await anyio.sleep(MIN_WINDOW_S)  # a window the meter can read
+    await anyio.sleep(MIN_WINDOW_S * 1.5)  # a window the meter can read, however the loop's timer rounds
     batches = [conversations(groups=8, turns=4)]
     await ingest(tmp_path / "auto.sqlite3", split, batches)
     await ingest(tmp_path / "one.sqlite3", ParsedExtractor(), batches)
@@ -230,7 +230,7 @@ async def test_auto_parses_a_batch_in_this_process_while_no_core_is_free(tmp_pat
 
 async def test_auto_shares_a_batch_with_the_child_while_a_core_is_free(tmp_path: Path) -> None:
     split = ProcessSplitExtractor(auto=True, meter=SpareCoreMeter(needed=0.0))  # any reading is enough
-    await anyio.sleep(MIN_WINDOW_S)
+    await anyio.sleep(MIN_WINDOW_S * 1.5)  # past the window however the loop's timer rounds
     batches = [conversations(groups=8, turns=4)]
     await ingest(tmp_path / "auto.sqlite3", split, batches)
     await ingest(tmp_path / "one.sqlite3", ParsedExtractor(), batches)
