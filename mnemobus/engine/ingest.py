@@ -519,7 +519,9 @@ class Ingestor:
             if found is not None and not types_compatible(found.type, type_):
                 found = None  # Jordan the country is not Jordan the friend
         if found is None and vector is not None:
-            for candidate, similarity in await txn.similar_entities(group, vector, SIMILAR_CANDIDATES):
+            # nearest first, so a candidate less similar than AMBIGUOUS_SIMILARITY can never be taken: not read
+            for candidate, similarity in await txn.similar_entities(group, vector, SIMILAR_CANDIDATES,
+                                                                    min_similarity=AMBIGUOUS_SIMILARITY):
                 if (candidate.canonical_name in keep_apart or numbers_differ(canonical, candidate.canonical_name)
                         or not types_compatible(candidate.type, type_)):
                     continue  # names said together in one episode are different things (vim -> neovim)
@@ -580,7 +582,13 @@ class Ingestor:
         # which is what confidence decays from
         group, seen = episode.group_id, episode.reference_time
         t = _utc(f.valid_from) if f.valid_from is not None else seen
-        chain = await txn.facts_between(group, subject.id, f.relation)
+        # the chain as far as it can matter (contract.in_narrowed_chain): the facts of this object and of the one it
+        # replaces; for a relation that may hold one value at a time, those still held from t on too
+        may_be_exclusive = one_value(f.relation) or f.qualifier is not None or (
+            per_qualifier(f.relation) and replaced is not None)
+        chain = await txn.facts_between(group, subject.id, f.relation,
+                                        objects=(obj.id, *((replaced.id,) if replaced else ())),
+                                        held_after=t if may_be_exclusive else None)
         current_same = [x for x in chain if x.object_id == obj.id and valid_at_time(x, t)]
         if current_same:
             x = current_same[0]
@@ -645,14 +653,15 @@ class Ingestor:
                 x.valid_at < seen and (x.last_seen or x.valid_at) < seen)) or (
                 x.invalid_at is not None and valid_at_time(x, t) and (x.valid_at is None or x.valid_at < t))
 
-        chain = await txn.facts_between(group, subject.id, e.relation)
+        # only a fact still held at t can end, and whether the object was ever held decides the past fact below
+        chain = await txn.facts_between(group, subject.id, e.relation, objects=(obj.id,) if obj else (), held_after=t)
         current = [x for x in chain if (obj is None or x.object_id == obj.id) and ends(x)]
         if obj is not None and symmetric(e.relation):  # "Stefan and I split up": held either way round
-            current += [x for x in await txn.facts_between(group, obj.id, e.relation)
+            current += [x for x in await txn.facts_between(group, obj.id, e.relation, objects=(), held_after=t)
                         if x.object_id == subject.id and ends(x)]
         # "I left Zalando": whichever of them holds Zalando ends; "I retired": all of them end
         for other in e.relations if not current or obj is None else ():
-            current += [x for x in await txn.facts_between(group, subject.id, other)
+            current += [x for x in await txn.facts_between(group, subject.id, other, objects=(), held_after=t)
                         if (obj is None or x.object_id == obj.id) and ends(x)]
         now = datetime.now(UTC)
         for x in current:

@@ -108,3 +108,28 @@ async def test_a_relative_time_that_leaves_the_calendar_is_no_time_not_a_failure
     ep = make_episode(G, "Yesterday I moved to Berlin. Next week I start at Acme.", at=datetime.fromisoformat(said_at))
     outcome = await engine.ingest(ep)
     assert outcome.created and await engine.store.count_episodes(G) == 1
+
+
+async def test_a_new_fact_reads_only_the_part_of_its_subjects_chain_that_can_change_it(
+        engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's `uses` chain grows with every tool they mention; a new tool's fact depends only on that tool's
+    facts, so its ingestion must not read (and build) the whole history: that made each episode dearer as the
+    conversation grew."""
+    from mnemobus.store.sqlite.writes import SqliteTxn
+
+    read: list[int] = []
+    whole = SqliteTxn.facts_between
+
+    async def counted(self, *a, **k):  # type: ignore[no-untyped-def]
+        chain = await whole(self, *a, **k)
+        read.append(len(chain))
+        return chain
+
+    tools = [f"tool{chr(97 + i)}{chr(97 + i)}x" for i in range(12)]
+    for i, tool in enumerate(tools[:-1]):
+        await engine.ingest(make_episode(G, f"I use {tool} every day.", days=i))
+    monkeypatch.setattr(SqliteTxn, "facts_between", counted)
+    outcome = await engine.ingest(make_episode(G, f"I use {tools[-1]} every day.", days=20))
+    held = [f for f in await engine.facts_as_of(G, T0.replace(day=25)) if f.relation == "uses"]
+    assert outcome.facts_added == 1 and len(held) == 12
+    assert read and max(read) == 0

@@ -396,6 +396,38 @@ async def test_facts_between_orders_by_valid_at_with_unknown_first(store: GraphS
     assert [f.id for f in got] == [unknown.id, later.id]
 
 
+async def test_a_narrowed_chain_keeps_the_named_objects_and_what_holds_from_the_time_on(
+        store: GraphStore, group: GroupId) -> None:
+    alice, *tools = entity(group, "Alice"), *(entity(group, n, kind="tool") for n in ("Vim", "Emacs", "Nano", "Ed", "Joe"))
+    day = lambda n: T0 + timedelta(days=n)  # noqa: E731
+    t = day(10)
+    ended_before, held, ends_after, begins_after, named = (
+        fact(group, alice, "uses", tools[0], "Alice uses Vim", valid_at=day(1), invalid_at=day(5)),
+        fact(group, alice, "uses", tools[1], "Alice uses Emacs", valid_at=day(2)),
+        fact(group, alice, "uses", tools[2], "Alice uses Nano", valid_at=day(3), invalid_at=day(12)),
+        fact(group, alice, "uses", tools[3], "Alice uses Ed", valid_at=day(20), invalid_at=day(30)),
+        fact(group, alice, "uses", tools[4], "Alice uses Joe", valid_at=None, invalid_at=day(4)))
+    await put(store, entities=[alice, *tools], facts=[ended_before, held, ends_after, begins_after, named])
+    async with store.transaction() as tx:
+        both = await tx.facts_between(group, alice.id, "uses", objects=(tools[4].id,), held_after=t)
+        only_named = await tx.facts_between(group, alice.id, "uses", objects=(tools[4].id,))
+        only_held = await tx.facts_between(group, alice.id, "uses", objects=(), held_after=t)
+        whole = await tx.facts_between(group, alice.id, "uses")
+    assert [f.id for f in both] == [named.id, held.id, ends_after.id, begins_after.id]
+    assert [f.id for f in only_named] == [named.id]
+    assert [f.id for f in only_held] == [held.id, ends_after.id, begins_after.id]
+    assert len(whole) == 5
+
+
+async def test_similar_entities_below_the_asked_similarity_are_left_out(store: GraphStore, group: GroupId) -> None:
+    await put(store, entities=[entity(group, "Alice Smith"), entity(group, "Bob Jones"), entity(group, "Carol")])
+    async with store.transaction() as tx:
+        every = await tx.similar_entities(group, vec("Alice Smith"), 3)
+        close = await tx.similar_entities(group, vec("Alice Smith"), 3, min_similarity=0.99)
+    assert len(every) == 3 and every[1][1] < 0.99
+    assert [(e.id, round(s, 4)) for e, s in close] == [(f"{group}:alice smith", round(every[0][1], 4))]
+
+
 async def test_mark_retrieved_counts_each_retrieval(store: GraphStore, group: GroupId) -> None:
     g = await alice_graph(store, group)
     f = g["facts"][0]  # type: ignore[index]

@@ -14,7 +14,7 @@ from neo4j import exceptions as nx
 
 from mnemobus.shared.errors import StoreIntegrityError, episode_id_taken
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.contract import Prefetch, Vector, pick_by_type
+from mnemobus.store.contract import Prefetch, Vector, in_narrowed_chain, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.erasures import GroupErased
 from mnemobus.store.neo4j.deadlocks import (GAVE_UP, REPLAYED, VersionNodeErased, is_deadlock, pause_before_try,
@@ -325,7 +325,8 @@ class Neo4jWriteTxn:
         found.sort(key=lambda tr: seen_order(tr[1]))  # as the server orders them: first_seen, then id
         return entity_from_row(pick_by_type(found, types))
 
-    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
+    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int, *,
+                               min_similarity: float | None = None) -> list[tuple[Entity, float]]:
         """Scored from the group's mirror when the store holds it, else by the server; the entities this
         transaction wrote are scored here too, and every row comes with the queued writes applied.
 
@@ -350,7 +351,10 @@ class Neo4jWriteTxn:
         else:
             scores = await self._similar_on_server(group_id, vector, k)
         scores.update((eid, float(v @ q)) for g, eid, v in self._own_vectors if g == group_id)
-        best = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
+        best = [(eid, score) for eid, score in sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
+                if min_similarity is None or score >= min_similarity]
+        if not best:
+            return []
         rows = {r["id"]: r for r in await self._entities_now(eid for eid, _ in best)}
         return [(entity_from_row(rows[eid]), score) for eid, score in best if eid in rows]
 
@@ -392,7 +396,10 @@ class Neo4jWriteTxn:
                                g=group_id, k=int(limit))
         return [(r["id"], r["content"]) for r in rows]
 
-    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
+    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str, *,
+                            objects: Sequence[str] | None = None, held_after: datetime | None = None) -> list[Fact]:
+        """The chain from this transaction's view (read once, then kept with its own writes), narrowed after: the
+        view holds it whole for the transaction's later facts."""
         await self.lock([group_id], create=False)
         if not self._view.chain_known(group_id, subject_id, relation) and subject_id in self._p.ent_by_id:
             self._view.remember_chain(group_id, subject_id, relation, [])  # created here: nothing stored names it
@@ -400,7 +407,10 @@ class Neo4jWriteTxn:
             rows = await self._run(CHAIN_QUERY, g=group_id, s=subject_id, rel=relation)
             self._view.remember_chain(group_id, subject_id, relation, [(x["r"], x["sn"], x["on"]) for x in rows])
         chain = self._view.chain(self._p, group_id, subject_id, relation)
-        return self._with_pending(group_id, [fact_from_row(r, sn, on) for r, sn, on in chain])
+        facts = self._with_pending(group_id, [fact_from_row(r, sn, on) for r, sn, on in chain])
+        if objects is None and held_after is None:
+            return facts
+        return [f for f in facts if in_narrowed_chain(f, objects or (), held_after)]
 
     async def insert_fact(self, fact: Fact, embedding: Vector | None) -> None:
         self._p.facts.append({k: v for k, v in fact_params(fact, embedding).items() if v is not None})

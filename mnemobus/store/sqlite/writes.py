@@ -11,7 +11,7 @@ import numpy as np
 
 from mnemobus.shared.errors import StoreIntegrityError, episode_id_taken
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.contract import DeleteCounts, Vector, pick_by_type
+from mnemobus.store.contract import DeleteCounts, Vector, held_since, pick_by_type
 from mnemobus.store.model import Entity, Episode, Fact
 from mnemobus.store.sqlite.erasures import check_not_erased
 from mnemobus.store.sqlite.fts import group_token, terms_match
@@ -176,11 +176,13 @@ class SqliteTxn:
 
         return await self._do(r)
 
-    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int) -> list[tuple[Entity, float]]:
+    async def similar_entities(self, group_id: GroupId, vector: Vector, k: int, *,
+                               min_similarity: float | None = None) -> list[tuple[Entity, float]]:
         self.groups.add(group_id)
 
         def r(c: sqlite3.Connection) -> list[tuple[Entity, float]]:
-            hits = self._vectors.search(c, "entities", group_id, np.asarray(vector), k)
+            hits = [h for h in self._vectors.search(c, "entities", group_id, np.asarray(vector), k)
+                    if min_similarity is None or h[1] >= min_similarity]
             entities = {e.id: e for e in load_entities(c, group_id, [h[0] for h in hits])} if hits else {}
             return [(entities[i], s) for i, s in hits if i in entities]
 
@@ -231,12 +233,25 @@ class SqliteTxn:
             " WHERE episodes_fts MATCH ? AND x.group_id = ? ORDER BY x.reference_time DESC, x.id LIMIT ?",
             (match, group_id, limit))])
 
-    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str) -> list[Fact]:
+    async def facts_between(self, group_id: GroupId, subject_id: str, relation: str, *,
+                            objects: Sequence[str] | None = None, held_after: datetime | None = None) -> list[Fact]:
+        # narrowed in SQL, as `in_narrowed_chain` says: the rows left out are never built (nor their sources read)
+        where, params = "", []
+        if objects is not None or held_after is not None:
+            named = list(dict.fromkeys(objects or ()))
+            kept = [f"f.object_id IN ({','.join('?' * len(named))})"] if named else []
+            params += named
+            if held_after is not None:
+                since = to_seconds(held_since(held_after))
+                kept.append("f.invalid_at IS NULL OR f.invalid_at >= ? OR f.valid_at >= ?")
+                params += [since, since]
+            where = f" AND ({' OR '.join(kept) or '0'})"
+
         def r(c: sqlite3.Connection) -> list[Fact]:
             rows = c.execute(
                 f"SELECT {FACT_COLUMNS} FROM {FACT_FROM} WHERE +f.group_id = ? AND f.subject_id = ? AND f.relation = ?"
-                " ORDER BY coalesce(f.valid_at, -1e18), f.created_at, f.id",
-                (group_id, subject_id, relation),
+                f"{where} ORDER BY coalesce(f.valid_at, -1e18), f.created_at, f.id",
+                (group_id, subject_id, relation, *params),
             ).fetchall()
             return [fact_of(x) for x in rows]
 
