@@ -3,10 +3,10 @@
 Run: `make bench-engine` (or `.venv/bin/python bench/bench_engine.py`); QUICK=1 for a small run.
 
 - Ingestion goes through MemoryEngine with the offline extractor as configured
-  (`extraction.parse_child`, off by default: a batch's parse shared with a child
-  process), one transaction per episode (and the batch door once more the other
-  way, static embedder: `ingest_batch32_static_parse_child_*`, or `_one_process_*`
-  with the child on): once through `ingest` one episode at a time, once
+  (`extraction.parse_child`, `auto` by default: a batch's parse shared with a child
+  process while a core is free, never beside the local embedder), one transaction per
+  episode (and the batch door once more the other way, static embedder: `_one_process_*`
+  with the child on, or `ingest_batch32_static_parse_child_*`): once through `ingest` one episode at a time, once
   through `ingest_many` in batches of 32 (what the worker does per fetched
   batch); with the default `static` embedder and with the transformer itself.
 - Recall sizes are bulk-loaded (resolution bypassed) with random unit vectors,
@@ -121,7 +121,8 @@ async def bench_ingest(figures: dict[str, float], root: Path) -> None:
     n = 300 if quick() else 2000
     for provider in ("static", "local"):
         for mode in ("single", "batch32"):
-            await _ingest_run(figures, root, n, provider, mode, offline_parser(ExtractionSettings()))  # as configured
+            await _ingest_run(figures, root, n, provider, mode,
+                              offline_parser(ExtractionSettings(), embedder=provider))  # as configured
     # the batch door the other way beside it (extraction.parse_child), last so the runs above keep their texts
     if ExtractionSettings().parse_child:
         await _ingest_run(figures, root, n, "static", "batch32", ParsedExtractor(), "_one_process")

@@ -9,11 +9,16 @@ from mnemobus.engine.embed_static import StaticEmbedder
 from mnemobus.shared.errors import ConfigError
 
 
+#: the provider of the transformer itself: its batch costs ~30% more embedded per chunk, so `parse_child: auto`
+#: leaves a batch whole beside it (kernel/backends.py)
+LOCAL_EMBEDDER = "local"
+
+
 def make_embedder(provider: str, model: str, cache_dir: Path | str = "data/embeddings") -> Embedder:
     """The embedder named in config; the local model fails here, at start-up, if its packages are absent."""
     if provider == "hash":
         return HashEmbedder()
-    if provider == "local":
+    if provider == LOCAL_EMBEDDER:
         return CachedEmbedder(LocalOnnxEmbedder(model))
     if provider == "static":
         return StaticEmbedder(model, cache_dir)

@@ -13,6 +13,7 @@ from mnemobus.kernel import extensions
 from mnemobus.shared.config import ExtractionSettings, Settings
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.embed import MODELS, CachedEmbedder, Embedder, LocalOnnxEmbedder
+from mnemobus.engine.embedders import LOCAL_EMBEDDER
 from mnemobus.engine.extract_parse import ParsedExtractor
 from mnemobus.engine.parse_process import ProcessSplitExtractor
 from mnemobus.engine.llm.embedder import OpenAIEmbedder
@@ -48,8 +49,8 @@ async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None)
     embedder = extensions.embedders()[settings.memory.embedding.provider](settings, metrics)
     if isinstance(embedder, OpenAIEmbedder):
         await _check_endpoint_embedder(embedder)
-    extractor = extensions.extractors()[settings.extraction.extractor](settings, offline_parser(settings.extraction),
-                                                                       metrics)
+    extractor = extensions.extractors()[settings.extraction.extractor](
+        settings, offline_parser(settings.extraction, embedder=settings.memory.embedding.provider), metrics)
     store = build_store(settings, embedder.dim)
     await store.open()
     meaning = relation_meaning(settings)  # its model loads when the process first ingests (Ingestor._canonical)
@@ -58,10 +59,11 @@ async def open_engine(settings: Settings, llm_metrics: LlmMetrics | None = None)
                         meaning=meaning.nearest if meaning is not None else None)
 
 
-def offline_parser(extraction: ExtractionSettings) -> ParsedExtractor | ProcessSplitExtractor:
+def offline_parser(extraction: ExtractionSettings, *, embedder: str) -> ParsedExtractor | ProcessSplitExtractor:
     """The offline extractor as configured: with `parse_child`, a batch's parse shared with a second core (with
-    `auto`, while the machine has one to spare)."""
-    if not extraction.parse_child:
+    `auto`, while the machine has one to spare, and not beside the local embedder: `embedder` is
+    memory.embedding.provider)."""
+    if not extraction.parse_child or (extraction.parse_child == "auto" and embedder == LOCAL_EMBEDDER):
         return ParsedExtractor()
     return ProcessSplitExtractor(auto=extraction.parse_child == "auto")
 

@@ -333,13 +333,14 @@ class ExtractionSettings(Section):
         default=0.70, gt=0, le=1, description="a relation no table row names is read as the row nearest in meaning "
         "(local sentence model) when the similarity reaches this; null turns the semantic fallback off")
     parse_child: bool | Literal["auto"] = Field(
-        default=False, description="the offline parser on a second core: a batch of 16 or more episodes in two "
+        default="auto", description="the offline parser on a second core: a batch of 16 or more episodes in two "
         "groups or more is parsed in chunks of whole groups, most in a child process while this one stores the "
         "chunk before (engine/parse_process.py; ~300 MB more, started on the first such batch). Less CPU on the "
-        "busier process, ~20% more in all: for a machine with a core to spare, not one whose cores are busy. auto: "
-        "each such batch uses the child only while ~0.6 of a core is free for it (idle or its own) "
-        "(engine/spare_core.py), so it does not lose where the cores are busy; true: always. Not with the local "
-        "embedder: a batch embedded per chunk lost ~30% in bench-engine")
+        "busier process, ~20% more in all: for a machine with a core to spare, not one whose cores are busy. auto "
+        "(the default): each such batch uses the child only while ~0.6 of a core is free for it (idle or its own) "
+        "(engine/spare_core.py), so it does not lose where the cores are busy, and never with the local embedder "
+        "(memory.embedding.provider: local), whose batch embedded per chunk lost ~30% in bench-engine; true: "
+        "always; false: never")
 
     @model_validator(mode="after")
     def _llm_ready(self) -> ExtractionSettings:

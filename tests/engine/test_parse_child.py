@@ -239,10 +239,10 @@ async def test_auto_shares_a_batch_with_the_child_while_a_core_is_free(tmp_path:
 
 
 def test_parse_child_auto_in_the_settings_builds_the_extractor_that_decides_per_batch() -> None:
-    chosen = offline_parser(ExtractionSettings(parse_child="auto"))
+    chosen = offline_parser(ExtractionSettings(parse_child="auto"), embedder="static")
     assert isinstance(chosen, ProcessSplitExtractor) and chosen.auto
-    assert not offline_parser(ExtractionSettings(parse_child=True)).auto  # type: ignore[union-attr]
-    assert isinstance(offline_parser(ExtractionSettings(parse_child=False)), ParsedExtractor)
+    assert not offline_parser(ExtractionSettings(parse_child=True), embedder="static").auto  # type: ignore[union-attr]
+    assert isinstance(offline_parser(ExtractionSettings(parse_child=False), embedder="static"), ParsedExtractor)
 
 
 async def test_a_group_that_moves_to_this_process_has_its_turns_before_parsed_by_neither_again(tmp_path: Path) -> None:
@@ -267,3 +267,15 @@ async def test_a_group_that_moves_to_this_process_has_its_turns_before_parsed_by
     assert sorted(parsed_here) == sorted(ep.id for ep in ours[0] + ours[1])  # its own chunks' turns, nothing more
     assert set(split.local.named(ep.id for ep in first)) == {ep.id for ep in first}  # the child's turns told here
     assert graph(tmp_path / "split.sqlite3") == graph(tmp_path / "one.sqlite3")
+
+
+def test_the_default_shares_a_batch_with_the_child_only_while_a_core_is_free() -> None:
+    chosen = offline_parser(ExtractionSettings(), embedder="static")
+    assert ExtractionSettings().parse_child == "auto"
+    assert isinstance(chosen, ProcessSplitExtractor) and chosen.auto
+
+
+def test_auto_beside_the_local_embedder_parses_every_batch_here() -> None:
+    """Each chunk embedded in its own transformer call cost ~30% more than the parse the child saves."""
+    assert isinstance(offline_parser(ExtractionSettings(parse_child="auto"), embedder="local"), ParsedExtractor)
+    assert isinstance(offline_parser(ExtractionSettings(parse_child=True), embedder="local"), ProcessSplitExtractor)
