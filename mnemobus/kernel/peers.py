@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+import anyio
 
 from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
@@ -36,10 +39,36 @@ class DifferentStore(MnemobusError):
     """This process would read (and write) a different store than the workers on its bus write."""
 
 
-async def live_worker_stores(bus: Bus) -> dict[str, str]:
-    """instance -> store identity, for every worker whose latest heartbeat is fresh (younger than three of its
-    beat intervals) and names its store."""
-    out: dict[str, str] = {}
+#: a beat fresher than this many of its worker's intervals is a live worker's
+FRESH_BEATS = 3
+#: a beat older than fresh but younger than this many intervals may be a stalled worker's, not a gone one's (a long
+#: batch, a collector pause, a loaded machine): its next beat is waited for before this process starts on its own
+STALLED_BEATS = 12
+#: how many of the stalled worker's intervals that wait lasts at most
+STALL_WAIT_BEATS = 2
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A worker's latest heartbeat, as far as the store check reads it."""
+
+    instance: str
+    store: str
+    age_s: float
+    every_s: float
+
+    @property
+    def fresh(self) -> bool:
+        return self.age_s <= FRESH_BEATS * self.every_s
+
+    @property
+    def stalled(self) -> bool:
+        return FRESH_BEATS * self.every_s < self.age_s <= STALLED_BEATS * self.every_s
+
+
+async def worker_beats(bus: Bus) -> list[Beat]:
+    """Every worker's latest heartbeat that names its store (a beat from an older build names none)."""
+    out: list[Beat] = []
     try:
         kv = await bus.js.key_value(subjects.HEARTBEAT_BUCKET)
         keys = await kv.keys()
@@ -55,16 +84,44 @@ async def live_worker_stores(bus: Bus) -> dict[str, str]:
             age = (now - datetime.fromisoformat(beat["beat_at"])).total_seconds()
         except Exception:  # noqa: BLE001 - a key deleted meanwhile or a beat from an older build
             continue
-        if "store" in beat and age <= 3 * float(beat.get("every_s", 5)):
-            out[str(beat.get("instance", key))] = str(beat["store"])
+        if "store" in beat:
+            out.append(Beat(str(beat.get("instance", key)), str(beat["store"]), age, float(beat.get("every_s", 5))))
     return out
+
+
+async def live_worker_stores(bus: Bus) -> dict[str, str]:
+    """instance -> store identity, for every worker whose latest heartbeat is fresh (younger than three of its
+    beat intervals) and names its store."""
+    return {b.instance: b.store for b in await worker_beats(bus) if b.fresh}
+
+
+async def _after_stalled(bus: Bus, mine: str) -> dict[str, str]:
+    """The live workers' stores, having waited (at most STALL_WAIT_BEATS of its intervals) for a stalled worker
+    that writes another store to beat again: taken for gone, it would let this process start on a store of its own
+    beside a worker that is only slow."""
+    beats = await worker_beats(bus)
+    live = {b.instance: b.store for b in beats if b.fresh}
+    stalled = [b for b in beats if b.stalled and b.store != mine and b.instance not in live]
+    if not stalled or any(s != mine for s in live.values()):
+        return live
+    every = max(b.every_s for b in stalled)
+    late = stalled[0]
+    log.info("worker %s writes %s and last beat %.1f s ago (every %g s); waiting up to %g s for its next beat",
+             late.instance, late.store, late.age_s, late.every_s, STALL_WAIT_BEATS * every)
+    with anyio.move_on_after(STALL_WAIT_BEATS * every):
+        while not any(b.instance in live for b in stalled):
+            await anyio.sleep(min(1.0, every / 4))
+            live = await live_worker_stores(bus)
+    if not any(b.instance in live for b in stalled):
+        log.info("worker %s did not beat again; taken for gone", late.instance)
+    return live
 
 
 async def check_same_store(bus: Bus, store: StoreSettings) -> None:
     """Refuse (DifferentStore, one line naming both) when the workers beating on this bus write another SQLite
     file or another backend; log one warning line for a different Neo4j URI."""
     mine = store_identity(store)
-    theirs = await live_worker_stores(bus)
+    theirs = await _after_stalled(bus, mine)
     if not theirs:
         log.info("no worker is beating on this bus yet; this process uses store %s", mine)
         return

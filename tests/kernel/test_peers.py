@@ -1,0 +1,66 @@
+"""The store check a process makes before it starts beside the workers of its bus (kernel/peers.py), against a real
+nats-server: a worker that is only late must not be taken for gone."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta, timezone
+
+import anyio
+import pytest
+
+from mnemobus.bus.connection import Bus
+from mnemobus.kernel.peers import DifferentStore, check_same_store
+from mnemobus.shared import subjects
+from mnemobus.shared.config import Settings
+
+pytestmark = pytest.mark.anyio
+ELSEWHERE = "sqlite:/somewhere/else.sqlite3"
+
+
+async def beat(bus: Bus, *, ago_s: float, every_s: float, store: str = ELSEWHERE) -> None:
+    """The heartbeat a worker writes (kernel/worker.py), as if written `ago_s` seconds ago."""
+    at = datetime.now(timezone.utc) - timedelta(seconds=ago_s)
+    await bus.put_key(subjects.HEARTBEAT_BUCKET, subjects.heartbeat_key("worker", "w1"), json.dumps(
+        {"role": "worker", "instance": "w1", "beat_at": at.isoformat(), "store": store, "every_s": every_s}).encode())
+
+
+async def test_a_worker_whose_last_beat_is_late_is_waited_for_and_its_other_store_refused(settings: Settings) -> None:
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+    try:
+        await beat(bus, ago_s=4 * 0.5, every_s=0.5)  # past three intervals: not fresh, but not long gone either
+
+        async def resumes() -> None:
+            await anyio.sleep(0.3)
+            await beat(bus, ago_s=0, every_s=0.5)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(resumes)
+            with pytest.raises(DifferentStore, match="worker w1 on the same bus writes sqlite:/somewhere/else.sqlite3"):
+                await check_same_store(bus, settings.store)
+    finally:
+        await bus.close()
+
+
+async def test_a_late_worker_that_never_beats_again_is_taken_for_gone(
+        settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+    try:
+        await beat(bus, ago_s=4 * 0.2, every_s=0.2)
+        with caplog.at_level(logging.INFO, logger="mnemobus.peers"):
+            await check_same_store(bus, settings.store)
+        assert "waiting up to 0.4 s for its next beat" in caplog.text and "taken for gone" in caplog.text
+    finally:
+        await bus.close()
+
+
+async def test_a_beat_long_past_is_not_waited_for(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+    try:
+        await beat(bus, ago_s=3600, every_s=5)
+        with caplog.at_level(logging.INFO, logger="mnemobus.peers"):
+            await check_same_store(bus, settings.store)
+        assert "waiting" not in caplog.text and "no worker is beating on this bus yet" in caplog.text
+    finally:
+        await bus.close()
