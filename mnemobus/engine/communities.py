@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -300,8 +300,23 @@ class CommunityRefresher:
             facts.update((f.id, f.fact) for f in await self.store.get_facts(group_id, fact_ids[i:i + READ_BATCH]))
         return names, facts
 
+    async def voting_groups(self, group_ids: Iterable[GroupId]) -> set[GroupId]:
+        """Of these groups, those holding a community, read in one run (one thread hop on SQLite).
+
+        Why: before its first refresh a group has no community for a new entity to join, yet its vote walked each
+        new entity's neighbours to learn so: in bench-ingest's many small groups that was ~2.7 ms of the worker's
+        CPU an episode, half its throughput."""
+        groups = list(dict.fromkeys(group_ids))
+
+        async def which(view: GraphStore, _: None) -> set[GroupId]:
+            assert isinstance(view, CommunityStore)
+            return {g for g in groups if await view.has_communities(g)}
+
+        return await self.store.run_reads(which, lambda: None) if groups else set()
+
     async def vote(self, group_id: GroupId, entity_ids: Sequence[str]) -> dict[str, str]:
-        """Entities with no community join the one most of their neighbours belong to (ties: smallest id)."""
+        """Entities with no community join the one most of their neighbours belong to (ties: smallest id). The
+        worker asks only in groups that hold a community (`voting_groups`)."""
         have = await self.communities.community_of(group_id, entity_ids)
         joined: dict[str, str] = {}
         for entity_id in sorted(set(entity_ids) - set(have)):

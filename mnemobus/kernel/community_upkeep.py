@@ -135,11 +135,25 @@ class CommunityUpkeep:
         assert self.refresher is not None
         while self._votes or self._due:
             while self._votes:
-                await self._vote(*self._votes.pop(0))
+                queued, self._votes = self._votes, []
+                voting = await self._voting([g for g, _ in queued])
+                for group, ids in queued:
+                    if group in voting:
+                        await self._vote(group, ids)
             if self._due:
                 group = next(iter(self._due))
                 del self._due[group]
                 await self._refresh_due(group)
+
+    async def _voting(self, groups: list[GroupId]) -> set[GroupId]:
+        """The queued groups that hold a community (a vote elsewhere finds none to join); none when that read fails."""
+        assert self.refresher is not None
+        try:
+            return await self.refresher.voting_groups(groups)
+        except Exception:  # noqa: BLE001 - these votes wait for the next refresh, as a failed vote does
+            self.refresher.metrics.votes.labels(outcome="failed").inc()
+            log.exception("which of %d groups hold a community could not be read; their votes are skipped", len(groups))
+            return set()
 
     async def _vote(self, group: GroupId, episode_ids: list[str]) -> None:
         assert self.refresher is not None

@@ -95,6 +95,10 @@ class CommunityStore(Protocol):
     async def community_of(self, group_id: GroupId, entity_ids: Sequence[str]) -> dict[str, str]:
         """The community of each named entity that has one."""
 
+    async def has_communities(self, group_id: GroupId) -> bool:
+        """Whether the group holds any community: until its first refresh there is nothing to join, and a vote
+        is skipped whole rather than walking each new entity's neighbours to learn so."""
+
     async def search_communities_vector(self, group_id: GroupId, vector: Vector, limit: int) -> list[Hit]:
         """The communities whose summary vectors are nearest, best first (cosine)."""
 

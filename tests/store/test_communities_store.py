@@ -105,6 +105,15 @@ async def test_an_entity_joins_a_stored_community_and_not_a_missing_one(store: G
     assert (await store.graph_stats(group)).largest_community == 3  # type: ignore[attr-defined]
 
 
+async def test_a_group_holds_communities_only_once_some_are_written_and_not_another_groups(
+        store: GraphStore, group: GroupId) -> None:
+    g = await alice_graph(store, group)
+    assert not await store.has_communities(group)  # type: ignore[attr-defined]
+    await store.write_communities(group, [community(group, "one", [g["alice"].id, g["acme"].id])], [], AT)  # type: ignore[attr-defined]
+    assert await store.has_communities(group)  # type: ignore[attr-defined]
+    assert not await store.has_communities(GroupId(f"{group}_other"))  # type: ignore[attr-defined]
+
+
 async def test_community_vector_search_ranks_the_nearest_summary_first(store: GraphStore, group: GroupId) -> None:
     g = await alice_graph(store, group)
     await store.write_communities(group, [  # type: ignore[attr-defined]

@@ -99,6 +99,11 @@ class Neo4jCommunities:
 
         return await self._write(work)  # type: ignore[attr-defined]
 
+    async def has_communities(self, group_id: GroupId) -> bool:
+        rows = await self._read_rows(  # type: ignore[attr-defined]
+            "MATCH (c:Community {group_id: $g}) RETURN c.id AS id LIMIT 1", g=group_id)
+        return bool(rows)
+
     async def community_of(self, group_id: GroupId, entity_ids: Sequence[str]) -> dict[str, str]:
         rows = await self._read_rows(  # type: ignore[attr-defined]
             "UNWIND $ids AS eid MATCH (c:Community {group_id: $g})-[:HAS_MEMBER]->(e:Entity {id: eid}) "

@@ -126,6 +126,11 @@ class SqliteCommunities:
 
         return await self._upkeep_write(work)
 
+    async def has_communities(self, group_id: GroupId) -> bool:
+        return await self._read(  # type: ignore[attr-defined,no-any-return]
+            lambda c: c.execute("SELECT 1 FROM communities WHERE group_id = ? LIMIT 1", (group_id,)).fetchone()
+            is not None)
+
     async def community_of(self, group_id: GroupId, entity_ids: Sequence[str]) -> dict[str, str]:
         ids = list(entity_ids)
 
