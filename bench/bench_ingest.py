@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import cpu_seconds, peak_rss_mb, print_table, quick, write_results  # noqa: E402
 
+from mnemobus.shared.proccpu import tree_cpu_seconds  # noqa: E402
+
 from mnemobus.shared import subjects  # noqa: E402
 from mnemobus.bus.connection import Bus  # noqa: E402
 from mnemobus.shared.config import Settings  # noqa: E402
@@ -179,7 +181,9 @@ async def bench_workers(uri: str, server: LocalNeo4j | None, root: Path, backend
         await store.open()
         pids = [p.pid for p in deployment.roles] + ([server.proc.pid] if server and server.proc and backend == "neo4j" else [])
         before = await store.count_episodes()
-        cpu0 = [cpu_seconds(pid) for pid in pids]
+        # a worker's CPU with its children's (the parse child, the community propagation child)
+        cpu_of = [tree_cpu_seconds] * workers + [cpu_seconds] * (len(pids) - workers)
+        cpu0 = [f(pid) for f, pid in zip(cpu_of, pids, strict=True)]
         t0 = time.perf_counter()
         await publish(deployment.cluster.url, episodes)  # type: ignore[union-attr]
         deadline = time.monotonic() + 900
@@ -188,7 +192,7 @@ async def bench_workers(uri: str, server: LocalNeo4j | None, root: Path, backend
         while (done := await store.count_episodes() - before) < n and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         elapsed = time.perf_counter() - t0
-        cpu = [cpu_seconds(pid) - c for pid, c in zip(pids, cpu0, strict=True)]
+        cpu = [f(pid) - c for f, pid, c in zip(cpu_of, pids, cpu0, strict=True)]
         done = min(done, await stored(store, groups))  # exactly the episodes of this run
         key = f"workers_{backend}_{workers}"
         figures[f"{key}_eps"] = round(done / elapsed, 1)
