@@ -67,6 +67,11 @@ class MemoryEngine:
         """Tell `observer(extractor, episodes, seconds)` after every extraction call (the worker's metrics)."""
         self._ingestor.observers.append(observer)
 
+    def overlapping_batches(self) -> None:
+        """Told by a caller that ingests batches side by side (the worker's `batches_in_flight`): they already put
+        a second core to work, so `parse_child: auto` leaves every batch here (parse_process.py)."""
+        self._ingestor.overlapping = True
+
     async def ingest_many(self, episodes: Sequence[Episode]) -> list[IngestOutcome | BaseException]:
         """A batch (what the worker fetched): one embedding call for all, one transaction per episode.
 

@@ -193,8 +193,9 @@ class ChunkedExtractor(Protocol):
     """Optional: an extractor that hands a batch back in chunks of whole groups as each is extracted, so the
     caller stores one chunk while the next is extracted elsewhere (engine/parse_process.py)."""
 
-    def chunks(self, episodes: Sequence[Episode]) -> list[list[int]]:
-        """The batch's positions in chunks, each of whole groups; one chunk when there is nothing to gain."""
+    def chunks(self, episodes: Sequence[Episode], *, overlapped: bool = False) -> list[list[int]]:
+        """The batch's positions in chunks, each of whole groups; one chunk when there is nothing to gain.
+        `overlapped`: this process ingests other batches beside this one (now, or by design: the worker)."""
 
     async def extract_chunks(self, episodes: Sequence[Episode], previous: Sequence[Sequence[Episode]],
                              chunks: Sequence[list[int]], ready: ChunkReady) -> None:

@@ -246,6 +246,8 @@ class Ingestor:
         self.meaning = meaning  # the semantic fallback for relations the table does not name (relation_meaning.py)
         self.in_hand = TurnsInHand()  # batches in flight: extracted in order, each after the turns before it
         self.observers: list[ExtractionObserver] = []
+        self.batches_in_flight = 0  # ingest_many calls not yet returned
+        self.overlapping = False  # the caller overlaps its batches by design (MemoryEngine.overlapping_batches)
 
     async def _canonical(self, extractions: list[Extraction]) -> list[Extraction]:
         """Relations mapped to the table's; with the semantic fallback in a thread: its model loads on the first
@@ -271,9 +273,11 @@ class Ingestor:
         exception for one episode is returned in its slot.
         """
         ticket = self.in_hand.ticket()  # before anything is awaited: the order batches came in
+        self.batches_in_flight += 1
         try:
             return await self._ingest_many(episodes, ticket)
         finally:
+            self.batches_in_flight -= 1
             self.in_hand.done(ticket)
 
     async def _ingest_many(self, episodes: Sequence[Episode], ticket: int) -> list[IngestOutcome | BaseException]:
@@ -305,7 +309,8 @@ class Ingestor:
                 continue
             fresh.append((slot, episode, has_injection_markers(episode.content)))
         if isinstance(self.extractor, ChunkedExtractor):
-            chunks = self.extractor.chunks([ep for _, ep, screened in fresh if not screened])
+            chunks = self.extractor.chunks([ep for _, ep, screened in fresh if not screened],
+                                           overlapped=self.overlapping or self.batches_in_flight > 1)
             if len(chunks) > 1:
                 await self._pipelined(self.extractor, fresh, chunks, seen, results, ticket)
                 return [r if r is not None else RuntimeError("episode was not processed") for r in results]

@@ -131,10 +131,13 @@ class ProcessSplitExtractor:
                             ) -> list[Extraction | Exception]:
         return await self.local.extract_after(episodes, previous)
 
-    def chunks(self, episodes: Sequence[Episode]) -> list[list[int]]:
+    def chunks(self, episodes: Sequence[Episode], *, overlapped: bool = False) -> list[list[int]]:
         """`chunks` chunks of whole groups for a batch of `split_min` or more; else one (parsed here), as also in
-        `auto` while the machine has no core to spare (the pair would then spend more CPU for nothing)."""
-        if len(episodes) < self.split_min or (self.auto and not self.meter.core_free()):
+        `auto` while the machine has no core to spare (the pair would then spend more CPU for nothing) or when the
+        batch is `overlapped` by others of this process: the worker's overlapping batches (`batches_in_flight`)
+        already put the second core to work, and there the child gained nothing (docs/performance.md) for ~300 MB
+        and more CPU."""
+        if len(episodes) < self.split_min or (self.auto and (overlapped or not self.meter.core_free())):
             return [list(range(len(episodes)))]
         return group_chunks(episodes, self.n_chunks, self.here_share)
 

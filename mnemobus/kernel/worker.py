@@ -71,6 +71,8 @@ class EpisodeWorker:
         self.engine = engine
         self.settings = settings
         self.cfg = settings.worker
+        if self.cfg.batches_in_flight > 1 and hasattr(engine, "overlapping_batches"):
+            engine.overlapping_batches()  # its batches overlap: no parse child under `auto` (engine/parse_process.py)
         self.metrics = metrics
         self.instance_id = instance_id
         self.echo = echo

@@ -279,3 +279,11 @@ def test_auto_beside_the_local_embedder_parses_every_batch_here() -> None:
     """Each chunk embedded in its own transformer call cost ~30% more than the parse the child saves."""
     assert isinstance(offline_parser(ExtractionSettings(parse_child="auto"), embedder="local"), ParsedExtractor)
     assert isinstance(offline_parser(ExtractionSettings(parse_child=True), embedder="local"), ProcessSplitExtractor)
+
+
+def test_auto_leaves_a_batch_overlapped_by_others_here_even_with_a_core_free() -> None:
+    batch = [make_episode(f"user_{g}", "I use vim every day.", msg=f"o{g}{t}") for t in range(4) for g in range(8)]
+    split = ProcessSplitExtractor(auto=True)
+    split.meter.core_free = lambda: True  # type: ignore[method-assign] # a core free, whatever the load
+    assert len(split.chunks(batch)) > 1
+    assert split.chunks(batch, overlapped=True) == [list(range(len(batch)))]
