@@ -338,9 +338,10 @@ class ExtractionSettings(Section):
         "chunk before (engine/parse_process.py; ~300 MB more, started on the first such batch). Less CPU on the "
         "busier process, ~20% more in all: for a machine with a core to spare, not one whose cores are busy. auto "
         "(the default): each such batch uses the child only while ~0.6 of a core is free for it (idle or its own) "
-        "(engine/spare_core.py), so it does not lose where the cores are busy, and never with the local embedder "
-        "(memory.embedding.provider: local), whose batch embedded per chunk lost ~30% in bench-engine; true: "
-        "always; false: never")
+        "(engine/spare_core.py), so it does not lose where the cores are busy; never with the local embedder "
+        "(memory.embedding.provider: local), whose batch embedded per chunk lost ~30% in bench-engine, nor in the "
+        "worker, whose overlapping batches (worker.batches_in_flight) already use a second core: so it serves the "
+        "batch door (mnemobus import, the graph backfill); true: always; false: never")
 
     @model_validator(mode="after")
     def _llm_ready(self) -> ExtractionSettings:
