@@ -25,16 +25,23 @@ pytestmark = pytest.mark.anyio
 G = GroupId("user_upkeep")
 
 
-async def test_a_batch_stored_while_a_refresh_runs_queues_no_second_refresh(tmp_path: Path) -> None:
+async def four_people_at_two_places(tmp_path: Path) -> tuple[SqliteStore, MemoryEngine, CommunityUpkeep]:
+    """A store holding four people at two places, its engine, and an upkeep that refreshes only when asked."""
     store = SqliteStore(tmp_path / "m.sqlite3")
     await store.open()
     engine = MemoryEngine(store, embedder=make_embedder("hash", "", None))
     upkeep = CommunityUpkeep(engine, CommunitiesSettings(refresh_every_episodes=0, propagation="thread"),
                              ExtractionSettings(), LlmMetrics(), CommunityMetrics())
     assert upkeep.refresher is not None
+    await engine.ingest_many([episode(G, f"m{i}", text) for i, text in enumerate((
+        "Alice works at Acme.", "Bob works at Acme.", "Carol lives in Paris.", "Dave lives in Paris."))])
+    return store, engine, upkeep
+
+
+async def test_a_batch_stored_while_a_refresh_runs_queues_no_second_refresh(tmp_path: Path) -> None:
+    store, engine, upkeep = await four_people_at_two_places(tmp_path)
+    assert upkeep.refresher is not None
     try:
-        await engine.ingest_many([episode(G, f"m{i}", text) for i, text in enumerate((
-            "Alice works at Acme.", "Bob works at Acme.", "Carol lives in Paris.", "Dave lives in Paris."))])
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(upkeep.run, stop)
@@ -59,11 +66,7 @@ async def test_a_batch_stored_while_a_refresh_runs_queues_no_second_refresh(tmp_
 
 async def _votes_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, refreshed_first: bool) -> tuple[int, dict]:
     """A batch stored and voted on by the upkeep; the neighbour walks its vote made, and the votes counted."""
-    store = SqliteStore(tmp_path / "m.sqlite3")
-    await store.open()
-    engine = MemoryEngine(store, embedder=make_embedder("hash", "", None))
-    upkeep = CommunityUpkeep(engine, CommunitiesSettings(refresh_every_episodes=0, propagation="thread"),
-                             ExtractionSettings(), LlmMetrics(), CommunityMetrics())
+    store, engine, upkeep = await four_people_at_two_places(tmp_path)
     assert upkeep.refresher is not None
     walks = 0
     plain_walk = store.walk
@@ -74,8 +77,6 @@ async def _votes_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, refre
         return await plain_walk(*a, **k)
 
     try:
-        await engine.ingest_many([episode(G, f"m{i}", text) for i, text in enumerate((
-            "Alice works at Acme.", "Bob works at Acme.", "Carol lives in Paris.", "Dave lives in Paris."))])
         if refreshed_first:
             await upkeep.refresher.refresh(G)
         monkeypatch.setattr(store, "walk", counted_walk)
