@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from mnemobus.bus.connection import Bus
+from mnemobus.kernel import peers
 from mnemobus.kernel.peers import DifferentStore, check_same_store
 from mnemobus.shared import subjects
 from mnemobus.shared.config import Settings
@@ -48,7 +49,7 @@ async def test_a_late_worker_that_never_beats_again_is_taken_for_gone(
     bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
     try:
         await beat(bus, ago_s=4 * 0.2, every_s=0.2)
-        with caplog.at_level(logging.INFO, logger="mnemobus.peers"):
+        with caplog.at_level(logging.INFO, logger=peers.log.name):
             await check_same_store(bus, settings.store)
         assert "waiting up to 0.4 s for its next beat" in caplog.text and "taken for gone" in caplog.text
     finally:
@@ -59,7 +60,7 @@ async def test_a_beat_long_past_is_not_waited_for(settings: Settings, caplog: py
     bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
     try:
         await beat(bus, ago_s=3600, every_s=5)
-        with caplog.at_level(logging.INFO, logger="mnemobus.peers"):
+        with caplog.at_level(logging.INFO, logger=peers.log.name):
             await check_same_store(bus, settings.store)
         assert "waiting" not in caplog.text and "no worker is beating on this bus yet" in caplog.text
     finally:
