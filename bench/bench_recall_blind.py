@@ -6,7 +6,8 @@ Why: the LoCoMo dev conversations are what the recall weights were tuned on, and
 same hand in the same shapes is not held out. The set in bench/recall_set/blind/ was written by a writer who saw
 neither this project nor LoCoMo, to a brief (its README), and frozen. Nothing is tuned on it: every system below is
 fixed before the run (the shipped defaults, chosen on LoCoMo dev; each graph mode at the weight LoCoMo dev's fold
-favoured, 0.1, with bench_graph_recall's 1 s bound on the second hop; the shipped defaults without vectors), so the table says which signals earn their place on
+favoured, 0.1, with bench_graph_recall's 1 s bound on the second hop; the shipped defaults without vectors, and
+with the walk from the query's entities), so the table says which signals earn their place on
 conversations nobody tuned on.
 
 - The service is `mnemobus run`'s (bench_locomo_public.Service): every turn through POST /messages, every question
@@ -42,6 +43,8 @@ BASELINE = "bm25_with_turns_around"
 SYSTEMS: dict[str, dict[str, Any]] = {
     "shipped": {},
     "shipped_without_vectors": {"vector_weight": 0.0},
+    # the walk from the query's entities as one more fact ranking, on in hybrid until issue 36 measured it here
+    "shipped_with_walk": {"walk": True},
     # the second hop's time bound raised so that the machine's load does not decide what the graph reaches
     **{f"graph_{mode}": {"graph": mode, "graph_episode_weight": 0.1, "graph_time_budget_ms": 1000}
        for mode in ("bfs", "activation", "ppr", "ppr_turns")},

@@ -120,16 +120,18 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
     n, n_ep = min(recipe.candidates, max(query.max_facts, MIN_CANDIDATES)), max(query.max_episodes * 3, 10)
     fm = recipe.fact_methods if query.max_facts > 0 else ()
     em = recipe.episode_methods if query.max_episodes > 0 else ()
+    # the entities the query names seed the walk, graph recall and the communities: with none of them on, no read
+    seeding = "graph" in fm and (recipe.walk or recipe.graph != "off" or recipe.communities == "on")
     calls: dict[str, Callable[[], Awaitable[list[Hit]]]] = {}
     if "text" in fm and terms:
         calls["facts_text"] = lambda: store.search_facts_text(group, terms, as_of, n)
     if "vector" in fm and vector is not None:
         calls["facts_vector"] = lambda: store.search_facts_vector(group, vector, as_of, n)
-    if "graph" in fm and terms:
+    if seeding and terms:
         calls["entities_text"] = lambda: store.search_entities_text(group, terms, recipe.seed_entities)
-    if "graph" in fm and vector is not None:
+    if seeding and vector is not None:
         calls["entities_vector"] = lambda: store.search_entities_vector(group, vector, recipe.seed_entities)
-    if "graph" in fm and vector is not None and recipe.communities == "on" and isinstance(store, CommunityStore):
+    if seeding and vector is not None and recipe.communities == "on" and isinstance(store, CommunityStore):
         calls["communities"] = lambda: store.search_communities_vector(group, vector, recipe.community_matches)
     if "text" in em and terms:
         calls["episodes_text"] = lambda: store.search_episodes_text(group, terms, n_ep)
@@ -155,7 +157,7 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
         activated = await graph_rankings(store, group, seeds, as_of, recipe, hop_skipped)  # it picks the seeds
         rankings.append(activated.facts)
         weights.append(recipe.graph_weight)
-    elif seed_ids:
+    elif seed_ids and recipe.walk:
         steps = await store.walk(group, seed_ids, as_of=as_of, max_hops=recipe.max_hops, limit=n)
         # within a hop, facts the query itself ranked high come first: the walk's order follows the query
         direct = rrf(rankings, recipe.rrf_k, weights)

@@ -20,7 +20,11 @@ class Recipe:
     rrf_k: float = 10.0  # small k: rank 1 and rank 10 differ by ~45%, so relevance outweighs age
     text_weight: float = 1.0  # full-text is the strongest single signal on conversational data (LoCoMo bench)
     vector_weight: float = 0.4
-    graph_weight: float = 0.5
+    graph_weight: float = 0.5  # the walk's facts, and graph recall's
+    # the walk from the entities the query names (full-text and vector hits on entity names), max_hops over the
+    # fact graph, as one more fact ranking: off in hybrid, since out of its tuning data it added nothing (the blind
+    # set +0.000, LoCoMo dev -0.003 with it; README, Recall quality) and its three reads were a fifth of a recall (issue 36)
+    walk: bool = False
     min_fact_similarity: float = 0.2  # vector-only fact hits below this are noise
     decay_rate: float = 0.01  # per day since last observed: the age prior halves its span in about 70 days
     age_floor: float = 0.5  # the least share of its score age leaves a fact: decay ranks, never erases
@@ -80,7 +84,7 @@ RECIPES: dict[str, Recipe] = {
         Recipe("hybrid"),
         Recipe("text", fact_methods=("text",), episode_methods=("text",)),
         Recipe("vector", fact_methods=("vector",), episode_methods=("vector",)),
-        Recipe("graph", fact_methods=("text", "graph"), episode_methods=("text",), max_hops=3),
+        Recipe("graph", fact_methods=("text", "graph"), episode_methods=("text",), max_hops=3, walk=True),
     )
 }
 

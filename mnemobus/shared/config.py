@@ -193,7 +193,10 @@ class RecallTuning(Section):
     rrf_k: float | None = Field(default=None, gt=0, description="reciprocal rank fusion constant: smaller favours top ranks")
     text_weight: float | None = Field(default=None, ge=0, description="weight of full-text (BM25) rankings")
     vector_weight: float | None = Field(default=None, ge=0, description="weight of embedding rankings")
-    graph_weight: float | None = Field(default=None, ge=0, description="weight of the walk from matched entities")
+    graph_weight: float | None = Field(default=None, ge=0, description="weight of the facts the walk from matched "
+                                       "entities reaches, and of graph recall's facts")
+    walk: bool | None = Field(default=None, description="the walk from the entities the query names as one more "
+                              "fact ranking (off in hybrid, on in the graph recipe; README, Recall quality)")
     candidates: int | None = Field(default=None, ge=1, le=500, description="candidates per method and group")
     decay_rate: float | None = Field(default=None, ge=0, description="per day since a fact was last observed")
     age_floor: float | None = Field(default=None, ge=0, le=1, description="least share of its score age leaves a fact")

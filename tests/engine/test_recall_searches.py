@@ -1,8 +1,9 @@
 """The searches a recall makes (issue 36, docs/performance.md "The searches an enriched request makes"): counted,
 so a new search on the request path shows up here before it shows up in the plugin's CPU.
 
-Per group holding rows: facts, entities and messages by text and by vector, one each; the query is embedded once
-for all the groups and tables; a fact search asks for no more candidates than the answer can use.
+Per group holding rows: facts and messages by text and by vector, one each, and entities by both only when a
+signal they seed is on (the walk, graph recall, communities); the query is embedded once for all the groups and
+tables; a fact search asks for no more candidates than the answer can use.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from mnemobus.engine import MemoryEngine
 from mnemobus.engine.recall import MIN_CANDIDATES
-from mnemobus.engine.recipes import RECIPES
+from mnemobus.engine.recipes import RECIPES, tuned
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.model import Episode, RecallQuery, episode_id_for
 from mnemobus.store.sqlite import SqliteStore
@@ -28,6 +29,7 @@ SAID = {GROUPS[0]: ("Josh lives in Lisbon.", "Josh climbs with Anna every Sunday
         GROUPS[1]: ("Anna lives in Porto.", "Anna climbs with Josh every Monday.")}  # the same one would show once
 SEARCHES = ("search_facts_text", "search_entities_text", "search_episodes_text",
             "search_facts_vector", "search_entities_vector", "search_episodes_vector")
+SEEDS = ("search_entities_text", "search_entities_vector")
 
 
 @pytest.fixture
@@ -67,8 +69,15 @@ async def test_a_recall_of_two_groups_embeds_its_query_once(counted) -> None:  #
     assert embedder.calls == [[_query().text]]
 
 
-async def test_each_group_gets_one_text_and_one_vector_search_of_each_table(counted) -> None:  # type: ignore[no-untyped-def]
+async def test_each_group_gets_one_text_and_one_vector_search_of_facts_and_messages(counted) -> None:  # type: ignore[no-untyped-def]
     engine, _, calls = counted
+    await engine.recall(_query())
+    assert calls == Counter({(name, g): 1 for name in SEARCHES if name not in SEEDS for g in GROUPS})
+
+
+async def test_the_walk_adds_one_text_and_one_vector_search_of_entities_a_group(counted) -> None:  # type: ignore[no-untyped-def]
+    engine, _, calls = counted
+    engine.recipes = tuned({"walk": True})
     await engine.recall(_query())
     assert calls == Counter({(name, g): 1 for name in SEARCHES for g in GROUPS})
 

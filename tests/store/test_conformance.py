@@ -703,7 +703,7 @@ async def test_both_backends_give_the_same_top_results_on_a_fixed_corpus(
         a, b = tops["sqlite"], tops["neo4j"]
         # BM25 differs in detail (FTS5 vs Lucene): the best fact must agree, the top 3 mostly
         assert [facts[0] for facts, _ in a] == [facts[0] for facts, _ in b]
-        assert all(len(set(fa) & set(fb)) >= 2 for (fa, _), (fb, _) in zip(a, b, strict=True))
+        assert all(len(set(fa) & set(fb)) >= min(2, len(fa), len(fb)) for (fa, _), (fb, _) in zip(a, b, strict=True))
         assert tops["sqlite"][0][0][0] == f"{group}:c1"  # the coffee fact answers the coffee question
     finally:
         await neo.delete_group(group)

@@ -83,7 +83,9 @@ async def test_deleting_the_only_source_removes_its_facts_and_lone_entities(engi
     assert [f.fact for f in await engine.facts_as_of(A, T0 + timedelta(days=2))] == ["User uses vim"]
     assert await engine.find_entity(A, "user") is not None
     assert "paris" not in {h.entity.canonical_name for h in await engine.search_entities(A, "paris")}
-    recalled = await engine.recall(RecallQuery("Paris", (A,), as_of=T0 + timedelta(days=2)))
+    for query in ("Paris", "where does the user live and what does the user use"):
+        recalled = await engine.recall(RecallQuery(query, (A,), as_of=T0 + timedelta(days=2)))
+        assert "User lives in Paris" not in [sf.fact.fact for sf in recalled.facts]
     assert [sf.fact.fact for sf in recalled.facts] == ["User uses vim"]
 
 
