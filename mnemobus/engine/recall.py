@@ -42,6 +42,19 @@ MAX_GROUPS = 64
 MIN_CANDIDATES = 10  # fact candidates a method asks for however few facts are asked: the fusion needs depth
 
 
+def shortlisted(max_episodes: int) -> int:
+    """Messages a group reads (light) for an answer of max_episodes: half again as many, for the turns around them
+    and the other groups to reorder. Twice as many changed no recall@10 on the blind set or LoCoMo dev (issue 36)."""
+    return max_episodes + max_episodes // 2
+
+
+def anchored(max_episodes: int) -> int:
+    """Messages a group reads the turns around: the first half of an answer's worth. A neighbour is lent its
+    anchor's score times 0.6-0.7, so a lower anchor's neighbour is almost never shown; with all of them the blind
+    set and LoCoMo dev gave the same recall@10, at 10 and at 20 items (docs/performance.md, issue 36)."""
+    return (max_episodes + 1) // 2
+
+
 def checked_groups(group_ids: Sequence[str]) -> tuple[GroupId, ...]:
     """Every id checked before any store sees it; duplicates dropped, order kept."""
     if len(group_ids) > MAX_GROUPS:
@@ -180,12 +193,12 @@ async def _search_group(store: StoreReads, group: GroupId, terms: list[str], vec
         ep_rankings.append(activated.episodes)
         ep_weights.append(recipe.graph_episode_weight)
     fused_ep = rrf(ep_rankings, recipe.rrf_k, ep_weights) if em else {}
-    best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: query.max_episodes * 2]
+    best_ep = sorted(fused_ep, key=lambda i: -fused_ep[i])[: shortlisted(query.max_episodes)]
     if recipe.graph_episode_slots and activated.episodes:
         best_ep, fused_ep = with_graph_slots(best_ep, fused_ep, activated.episodes,
                                              min(query.max_episodes, SLOTS_WITHIN), recipe.graph_episode_slots)
 
-    anchors = best_ep[: query.max_episodes]
+    anchors = best_ep[: anchored(query.max_episodes)]
     with_context = bool(anchors) and recipe.context_span > 0 and (recipe.context_before > 0 or recipe.context_after > 0)
     rows, episodes, context = await store.gather([
         lambda: store.fact_standings(group, best) if best else _none(),

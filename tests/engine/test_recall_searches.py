@@ -97,3 +97,24 @@ async def test_a_fact_search_asks_for_no_more_candidates_than_the_answer_can_use
     store.search_facts_text = recording
     await engine.recall(replace(_query(), max_facts=max_facts))
     assert limits == [asked, asked]
+
+
+async def test_a_group_reads_half_again_an_answers_messages_and_the_turns_around_the_first_half(counted) -> None:  # type: ignore[no-untyped-def]
+    engine, _, _ = counted
+    store = engine.store
+    read: list[int] = []
+    anchored: list[int] = []
+    get_episodes, episode_context = store.get_episodes, store.episode_context
+
+    async def reading(group, ids, **k):  # type: ignore[no-untyped-def]
+        read.append(len(ids))
+        return await get_episodes(group, ids, **k)
+
+    async def around(group, ids, **k):  # type: ignore[no-untyped-def]
+        anchored.append(len(ids))
+        return await episode_context(group, ids, **k)
+
+    store.get_episodes, store.episode_context = reading, around
+    result = await engine.recall(replace(_query(), max_episodes=3))
+    assert result.episodes, "the messages must be found, or nothing was read around them"
+    assert read == [4, 4] and anchored == [2, 2]  # of the 6 messages each group holds, all found
