@@ -164,7 +164,7 @@ async def breakdown(n: int) -> dict[str, float]:
             who = step("identity", identity.resolve, req.source.platform, req.source.user_id,
                        req.payload.meta.agent_id, req.payload.meta.system_actor)
             query = RecallQuery(text=query_tail(req.payload.content), group_ids=who.read_groups,
-                                max_facts=cfg.max_facts, max_episodes=cfg.max_episodes,
+                                max_facts=cfg.max_facts, max_episodes=cfg.max_episodes, max_items=cfg.max_items,
                                 promoted=settings.promotion.max_items, sessions=(req.source.channel_id,))
             result = await _timed(spent, "recall_total", engine.recall)(query)
             merged = step("top_k", result.top, cfg.max_items)

@@ -170,7 +170,8 @@ class MemoryService:
             groups = tuple(everything)
         with anyio.fail_after(self.config.search_timeout_s):
             result = await self.rt.engine.recall(RecallQuery(text=query, group_ids=groups, as_of=as_of,
-                                                             max_facts=limit, max_episodes=limit if episodes else 0))
+                                                             max_facts=limit, max_episodes=limit if episodes else 0,
+                                                             max_items=limit))
             return await self.with_ends(result.ranked(limit), as_of or datetime.now(UTC))
 
     async def with_ends(self, items: Sequence[Recalled], as_of: datetime) -> list[Recalled]:

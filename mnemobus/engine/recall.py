@@ -36,7 +36,7 @@ from mnemobus.store.communities import CommunityStore
 from mnemobus.store.contract import GraphStore, Hit, Standing, StoreReads
 from mnemobus.store.lifecycle import Promoted
 from mnemobus.store.model import (Episode, Fact, Neighbour, RecallQuery, RecallResult, Said, ScoredEpisode,
-                                  ScoredFact)
+                                  ScoredFact, one_ranking)
 
 MAX_GROUPS = 64
 MIN_CANDIDATES = 10  # fact candidates a method asks for however few facts are asked: the fusion needs depth
@@ -307,7 +307,12 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
         promoted.extend(await promoted_for(view, groups, query.sessions, query.promoted, recall_since=started))
         shown = _dedupe(scored_episodes, lambda e: e.row.content.casefold(), lambda e: order[e.row.group_id],
                         lambda e: e.score, lambda e: e.row.id, query.max_episodes)
-        return await whole_facts(view, chosen()), await whole_episodes(view, shown)
+        told = chosen()
+        if query.max_items is not None:  # only what the one ranking keeps is read whole
+            best = one_ranking(told, shown, query.max_items)
+            told = [f for f in best if isinstance(f, WeighedFact)]
+            shown = [e for e in best if isinstance(e, WeighedEpisode)]
+        return await whole_facts(view, told), await whole_episodes(view, shown)
 
     promoted: list[Promoted] = []
     facts, episodes = await store.run_reads(search_all, embedded)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -104,6 +104,10 @@ class RecallQuery:
     # the promoted memories of the groups, at most this many, read in the recall's own reads (issue 36); 0: none
     promoted: int = 0
     sessions: tuple[str | None, ...] | None = None  # the conversations whose session-scoped memories it sees
+    # the one ranking's length, facts and messages together (what every door shows); None: max_facts facts and
+    # max_episodes messages. Cut before whole rows are read and retrievals counted, so neither is paid for an
+    # item no door shows (issue 36)
+    max_items: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,22 @@ class ScoredEpisode:
     expired_at: datetime | None = None
 
 
+class _Scored(Protocol):
+    @property
+    def score(self) -> float: ...
+
+
+F = TypeVar("F", bound=_Scored)
+E = TypeVar("E", bound=_Scored)
+
+
+def one_ranking(facts: Sequence[F], episodes: Sequence[E], limit: int | None = None) -> list[F | E]:
+    """Facts and messages in one order by score, best first; at a tie a fact comes first (the sort is stable)."""
+    items: list[F | E] = [*facts, *episodes]
+    items.sort(key=lambda item: -item.score)
+    return items if limit is None else items[:limit]
+
+
 @dataclass(frozen=True, slots=True)
 class RecallResult:
     facts: tuple[ScoredFact, ...] = ()
@@ -165,9 +185,7 @@ class RecallResult:
 
         Both scores are reciprocal-rank fusions normalised so that first place in every list scores 1 (a fact's
         then weighted by its confidence and age), so they compare: the one ranking every door returns."""
-        items: list[ScoredFact | ScoredEpisode] = [*self.facts, *self.episodes]
-        items.sort(key=lambda item: -item.score)  # stable: facts were listed first
-        return tuple(items if limit is None else items[:limit])
+        return tuple(one_ranking(self.facts, self.episodes, limit))
 
     def top(self, limit: int) -> RecallResult:
         """The best `limit` items of the one ranking, facts and messages kept apart as before."""

@@ -78,6 +78,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
                 # what the user promoted comes with every recall, in its reads, under the same deadline (issue 39)
                 result = await engine.recall(
                     RecallQuery(text=query_tail(text), group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes,
+                                max_items=cfg.max_items,
                                 promoted=ctx.settings.promotion.max_items, sessions=sessions))
             except InvalidMessage as exc:  # the request's fault, not the store's: the breaker is left alone
                 refused = f"{exc.reason}: {exc.detail}"

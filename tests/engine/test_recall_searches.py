@@ -18,7 +18,7 @@ from mnemobus.engine import MemoryEngine
 from mnemobus.engine.recall import MIN_CANDIDATES
 from mnemobus.engine.recipes import RECIPES, tuned
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.model import Episode, RecallQuery, episode_id_for
+from mnemobus.store.model import Episode, RecallQuery, ScoredFact, episode_id_for
 from mnemobus.store.sqlite import SqliteStore
 
 from engine_support import T0, CountingEmbedder
@@ -118,3 +118,27 @@ async def test_a_group_reads_half_again_an_answers_messages_and_the_turns_around
     result = await engine.recall(replace(_query(), max_episodes=3))
     assert result.episodes, "the messages must be found, or nothing was read around them"
     assert read == [4, 4] and anchored == [2, 2]  # of the 6 messages each group holds, all found
+
+
+async def test_a_recall_cut_to_one_ranking_keeps_its_best_items_and_reads_only_those_whole(counted) -> None:  # type: ignore[no-untyped-def]
+    engine, _, _ = counted
+    store = engine.store
+    whole: list[str] = []
+    get_facts = store.get_facts
+
+    async def reading(group, ids):  # type: ignore[no-untyped-def]
+        whole.extend(ids)
+        return await get_facts(group, ids)
+
+    everything = await engine.recall(_query())
+    assert len(everything.facts) > 1 and everything.episodes, "both kinds must be found, or the cut decides nothing"
+    store.get_facts = reading
+    # cut just below the best fact: one fact kept, the others left out
+    limit = next(i for i, item in enumerate(everything.ranked()) if isinstance(item, ScoredFact)) + 1
+    cut = await engine.recall(replace(_query(), max_items=limit))
+    def ids(items):  # type: ignore[no-untyped-def]
+        return [(type(i).__name__, i.fact.id if isinstance(i, ScoredFact) else i.episode.id, i.score) for i in items]
+
+    assert ids(cut.ranked()) == ids(everything.ranked(limit))  # the same items, in the same order
+    assert len(cut.facts) == 1 < len(everything.facts)
+    assert sorted(whole) == sorted(f.fact.id for f in cut.facts)  # none read whole that the cut left out
