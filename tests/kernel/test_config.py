@@ -123,6 +123,17 @@ def test_recall_tuning_overrides_only_the_keys_set_and_keeps_each_recipes_method
     assert recipes["text"].fact_methods == ("text",)
 
 
+def test_the_walk_is_off_in_hybrid_on_in_the_graph_recipe_and_configurable_for_all(tmp_path) -> None:
+    from mnemobus.engine.recipes import tuned
+
+    path = tmp_path / "mnemobus.yaml"
+    path.write_text("memory:\n  recall:\n    age_floor: 0.8\n")
+    shipped = tuned(load_settings(path).memory.recall.model_dump(exclude_unset=True))
+    assert (shipped["hybrid"].walk, shipped["graph"].walk) == (False, True)
+    path.write_text("memory:\n  recall:\n    walk: true\n")
+    assert all(r.walk for r in tuned(load_settings(path).memory.recall.model_dump(exclude_unset=True)).values())
+
+
 def test_a_recall_key_given_as_null_keeps_the_recipes_value(tmp_path) -> None:
     from mnemobus.engine.recipes import RECIPES, tuned
 
