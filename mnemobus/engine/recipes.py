@@ -23,7 +23,8 @@ class Recipe:
     graph_weight: float = 0.5  # the walk's facts, and graph recall's
     # the walk from the entities the query names (full-text and vector hits on entity names), max_hops over the
     # fact graph, as one more fact ranking: off in hybrid, since out of its tuning data it added nothing (the blind
-    # set +0.000, LoCoMo dev -0.003 with it; README, Recall quality) and its three reads were a fifth of a recall (issue 36)
+    # set the same in every category, LoCoMo dev's held-out recall@10 the same; README, Recall quality) and its
+    # three reads were a fifth of a recall (issue 36)
     walk: bool = False
     min_fact_similarity: float = 0.2  # vector-only fact hits below this are noise
     decay_rate: float = 0.01  # per day since last observed: the age prior halves its span in about 70 days
