@@ -286,36 +286,31 @@ async def recall(store: GraphStore, embedder: Embedder | None, query: RecallQuer
     def embedded() -> np.ndarray | None:
         return embedder.embed([query.text])[0] if wants_vector else None  # type: ignore[union-attr]
 
-    found_facts: list[WeighedFact] = []
-    scored_episodes: list[WeighedEpisode] = []
     order = {g: i for i, g in enumerate(groups)}
 
-    def chosen() -> list[WeighedFact]:
-        # the same fact or message in several groups is shown once, with its best score, under the group the
-        # caller named first (the shared user group before a per-agent one)
-        return _dedupe(found_facts, lambda f: f.row.fact.casefold(), lambda f: order[f.group_id],
-                       lambda f: f.score, lambda f: f.row.id, query.max_facts)
-
-    async def search_all(view: StoreReads, vector: np.ndarray | None) -> tuple[list[ScoredFact], list[ScoredEpisode]]:
+    async def search_all(view: StoreReads, vector: np.ndarray | None,
+                         ) -> tuple[list[ScoredFact], list[ScoredEpisode], list[Promoted]]:
+        # everything from here on is the run's own: a store may drop a run and make it again (run_reads)
         per_group = await view.gather([
             functools.partial(_search_group, view, group, terms, vector, as_of, recipe, query, hop_skipped)
             for group in groups])
-        for facts, episodes in per_group:
-            found_facts.extend(facts)
-            scored_episodes.extend(episodes)
+        found_facts = [f for facts, _ in per_group for f in facts]
+        scored_episodes = [e for _, episodes in per_group for e in episodes]
         # after the searches: their reads told the store which groups hold a promoted memory (issue 36)
-        promoted.extend(await promoted_for(view, groups, query.sessions, query.promoted, recall_since=started))
+        promoted = await promoted_for(view, groups, query.sessions, query.promoted, recall_since=started)
+        # the same fact or message in several groups is shown once, with its best score, under the group the
+        # caller named first (the shared user group before a per-agent one)
         shown = _dedupe(scored_episodes, lambda e: e.row.content.casefold(), lambda e: order[e.row.group_id],
                         lambda e: e.score, lambda e: e.row.id, query.max_episodes)
-        told = chosen()
+        told = _dedupe(found_facts, lambda f: f.row.fact.casefold(), lambda f: order[f.group_id],
+                       lambda f: f.score, lambda f: f.row.id, query.max_facts)
         if query.max_items is not None:  # only what the one ranking keeps is read whole
             best = one_ranking(told, shown, query.max_items)
             told = [f for f in best if isinstance(f, WeighedFact)]
             shown = [e for e in best if isinstance(e, WeighedEpisode)]
-        return await whole_facts(view, told), await whole_episodes(view, shown)
+        return await whole_facts(view, told), await whole_episodes(view, shown), promoted
 
-    promoted: list[Promoted] = []
-    facts, episodes = await store.run_reads(search_all, embedded)
+    facts, episodes, promoted = await store.run_reads(search_all, embedded)
     by_group: dict[GroupId, list[str]] = {}
     for sf in facts:
         by_group.setdefault(sf.fact.group_id, []).append(sf.fact.id)

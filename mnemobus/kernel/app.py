@@ -35,7 +35,7 @@ from mnemobus.kernel.plugin import Plugin
 from mnemobus.shared.private_files import write_private
 from mnemobus.kernel.runtime import Runtime
 from mnemobus.kernel.warming import warm_engine
-from mnemobus.store.contract import ReportsCacheCrowding, ReportsDeadlocks
+from mnemobus.store.contract import ReportsCacheCrowding, ReportsDeadlocks, ReportsReadsOffLoop
 
 log = logging.getLogger("mnemobus.app")
 
@@ -186,6 +186,8 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
                 if isinstance(engine.store, ReportsCacheCrowding):
                     engine.store.observe_vector_cache_crowded(
                         lambda table: metrics.vector_cache_crowded.labels(table=table).inc())
+                if isinstance(engine.store, ReportsReadsOffLoop):
+                    engine.store.observe_reads_off_loop(lambda reason: metrics.reads_off_loop.labels(reason=reason).inc())
                 engine.observe_extractor_failures(metrics.parse_child_failures.inc)
             if engine is not None and warm:
                 await warm_engine(engine)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 def sqlite_store(settings: "Settings", dim: int) -> "GraphStore":
     from mnemobus.store.sqlite import SqliteStore
 
-    return SqliteStore(settings.store.sqlite_path, dim=dim, vector_cache_mb=settings.store.vector_cache_mb)
+    return SqliteStore(settings.store.sqlite_path, dim=dim, vector_cache_mb=settings.store.vector_cache_mb,
+                       reads_on_loop=settings.store.sqlite_reads_on_loop)
 
 
 def neo4j_store(settings: "Settings", dim: int) -> "GraphStore":

@@ -146,6 +146,10 @@ class PipelineMetrics:
             "mnemobus_vector_cache_crowded_total", "Times a group's own vector matrix was evicted to make room for "
             "its own others (store.vector_cache_mb too small for one group: its recalls read the file again), by "
             "table", ["table"], registry=r)
+        self.reads_off_loop = Counter(
+            "mnemobus_store_reads_off_loop_total", "Recalls whose reads left the event loop for a worker thread "
+            "(SQLite): cold (a group read for the first time), grown (many new rows to read first), busy (a lock or "
+            "the file held by another); each costs a thread hop", ["reason"], registry=r)
         self.llm = LlmMetrics(r)
         self.lifecycle = LifecycleMetrics(r)
         self.communities = CommunityMetrics(r)

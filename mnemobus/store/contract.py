@@ -215,9 +215,9 @@ class StoreReads(Protocol):
     async def run_reads(self, work: Callable[[GraphStore, P], Awaitable[T]], prepare: Callable[[], P]) -> T:
         """Run one recall's reads the way this backend answers them best: `prepare()` (CPU work: embedding the
         query) off the event loop, then `work(view, prepared)`, whose reads go through `view`. SQLite runs both
-        in one worker-thread hop on one snapshot, with reads that complete without suspending; Neo4j hands
-        `prepare` to a thread and runs `work` on its own reads. Writes and retrieval marks are not allowed
-        inside."""
+        on one snapshot, with reads that complete without suspending: on the event loop when its groups are
+        loaded, else in one worker-thread hop; Neo4j hands `prepare` to a thread and runs `work` on its own
+        reads. Writes and retrieval marks are not allowed inside, and `work` may be run twice (only reads)."""
 
     async def gather(self, calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
         """The results of independent reads, in the order given: side by side where round trips can overlap
@@ -350,6 +350,16 @@ class ReportsCacheCrowding(Protocol):
     def observe_vector_cache_crowded(self, observer: Callable[[str], None]) -> None:
         """`observer(table)` whenever a group's own matrix of `table` was evicted to make room for its own (SQLite),
         or `observer("mirror")` when a group was left unmirrored for its size (Neo4j)."""
+
+
+@runtime_checkable
+class ReportsReadsOffLoop(Protocol):
+    """A store that runs a recall's reads on the event loop when they cannot wait (SQLite, `on_loop.py`): a run that
+    had to leave the loop costs a thread hop no answer shows, so the process's metrics listen (open_runtime)."""
+
+    def observe_reads_off_loop(self, observer: Callable[[str], None]) -> None:
+        """`observer(reason)` once per run that left the loop for a worker thread: cold (a group read for the
+        first time), grown (many new rows to read first) or busy (a lock or the file held by another)."""
 
 
 @runtime_checkable

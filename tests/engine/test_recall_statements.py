@@ -77,6 +77,7 @@ def _query(*groups: GroupId) -> RecallQuery:
 
 async def _count(engine: MemoryEngine, seen: list[str], query: RecallQuery) -> int:
     await engine.recall(query)  # the first recall loads the group's matrices and graph: not what a recall costs
+    await engine.recall(query)  # nor the loop's connection's first look at each FTS5 table (on_loop.py)
     seen.clear()
     await engine.recall(query)
     return len(seen)

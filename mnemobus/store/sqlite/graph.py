@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from mnemobus.store.fact_graph import FactGraph, FactGraphCache
+from mnemobus.store.sqlite import on_loop
 from mnemobus.store.sqlite.tx import immediate
 
 # the columns that ranking, validity and the walk read; a change to any of them must reach the graphs
@@ -78,27 +79,32 @@ class GraphReader:
 
         `known`: the group's (epoch, version) as this connection's snapshot already read it (`group_state.py`).
         """
-        with self._lock(group_id):
-            if known is None:
-                row = conn.execute("SELECT epoch, ver FROM group_versions WHERE group_id = ?", (group_id,)).fetchone()
-                known = row if row is not None else (0, 0)
-            epoch, version = known
-            graph = self.cache.get(group_id)
-            if graph is not None and graph.epoch == epoch and graph.version >= version:
-                return graph
-            if graph is not None and graph.epoch != epoch:
-                self._on_deleted(group_id)
-            if graph is None or graph.epoch != epoch:
-                # the version is read before the rows: a row committed in between is read now and again later
-                graph = FactGraph(epoch, version)
-                rows = conn.execute(f"{_ROW} WHERE group_id = ?", (group_id,))
-            else:
-                rows = conn.execute(f"{_ROW} WHERE (group_id || '') = ? AND ver > ?", (group_id, graph.version))
-            with graph.lock:
-                graph.put(rows.fetchall())
-                graph.version = version
-            self.cache.put(group_id, graph)  # again after growing: the budget is checked on put
+        with on_loop.held(self._lock(group_id)):
+            return self._current(conn, group_id, known)
+
+    def _current(self, conn: sqlite3.Connection, group_id: str, known: tuple[int, int] | None) -> FactGraph:
+        if known is None:
+            row = conn.execute("SELECT epoch, ver FROM group_versions WHERE group_id = ?", (group_id,)).fetchone()
+            known = row if row is not None else (0, 0)
+        epoch, version = known
+        graph = self.cache.get(group_id)
+        if graph is not None and graph.epoch == epoch and graph.version >= version:
             return graph
+        if on_loop.active() and (graph is None or graph.epoch != epoch) and version > 0:
+            on_loop.stall("cold")  # a whole group's graph to read: on a thread (a change since is read here)
+        if graph is not None and graph.epoch != epoch:
+            self._on_deleted(group_id)
+        if graph is None or graph.epoch != epoch:
+            # the version is read before the rows: a row committed in between is read now and again later
+            graph = FactGraph(epoch, version)
+            rows = conn.execute(f"{_ROW} WHERE group_id = ?", (group_id,))
+        else:
+            rows = conn.execute(f"{_ROW} WHERE (group_id || '') = ? AND ver > ?", (group_id, graph.version))
+        with graph.lock:
+            graph.put(rows.fetchall())
+            graph.version = version
+        self.cache.put(group_id, graph)  # again after growing: the budget is checked on put
+        return graph
 
     def drop(self, group_id: str) -> None:
         self.cache.drop(group_id)

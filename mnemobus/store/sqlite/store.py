@@ -1,7 +1,9 @@
 """Embedded default backend: one SQLite file in WAL mode, no server.
 
 Why this shape: SQLite is synchronous, so every call runs in a worker thread
-(anyio.to_thread). Readers get one connection per thread (WAL lets them run
+(anyio.to_thread), except a recall's reads of groups already loaded, which
+run on the event loop and go to a thread only when one would wait
+(`run_reads`, `on_loop.py`). Readers get one connection per thread (WAL lets them run
 beside the writer); the single writer connection is used by one transaction
 at a time under an async lock. Ingestion's transactions go through
 `run_transactions`, which runs a whole batch inside one thread hop (a thread
@@ -32,6 +34,7 @@ from mnemobus.store.contract import (DeleteCounts, EntityLinks, GraphStore, Hit,
                                      in_turn)
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour, Said
+from mnemobus.store.sqlite import on_loop
 from mnemobus.store.sqlite.communities import SqliteCommunities, add_communities, delete_group_communities
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
@@ -121,8 +124,11 @@ def _translate(exc: sqlite3.Error) -> Exception:
 class SqliteStore(SqliteLifecycle, SqliteCommunities):
     name = "sqlite"
 
-    def __init__(self, path: Path | str, *, dim: int = 384, vector_cache_mb: int = 512) -> None:
+    def __init__(self, path: Path | str, *, dim: int = 384, vector_cache_mb: int = 512,
+                 reads_on_loop: bool = True) -> None:
         self.path = Path(path)
+        self.reads_on_loop = reads_on_loop  # see run_reads and on_loop.py
+        self._off_loop_observers: list[Callable[[str], None]] = []
         self.dim = dim
         self.vectors = VectorCache(dim, vector_cache_mb * 1024 * 1024)
         # fact graphs: a quarter on top of the vectors. A deletion seen there (by any process) also drops the group's
@@ -134,6 +140,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         self._local = threading.local()  # the connection a run_reads view reads through, per thread
         self._readers: list[sqlite3.Connection] = []  # every reader connection opened, for close()
         self._idle: list[sqlite3.Connection] = []
+        self._loop_readers: dict[int, sqlite3.Connection] = {}  # one per event-loop thread (see _loop_reader)
         self._readers_lock = threading.Lock()
         self._reader_slots = threading.BoundedSemaphore(READERS)
         self._pending_retrievals: dict[str, int] = {}
@@ -161,10 +168,14 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         """One of at most READERS reader connections, for as long as the block runs.
 
         A pool, not one connection per worker thread: each connection keeps its own page cache, and with
-        one per thread (anyio runs up to 40) a plugin's RSS grew by a gigabyte over a ten-minute soak.
+        one per thread (anyio runs up to 40) a plugin's RSS grew by a gigabyte over a ten-minute soak. A run on
+        the event loop reads through the loop's own connection instead (`_loop_reader`).
         """
         if self._closed:
             raise StoreUnavailable("sqlite store is closed")
+        if on_loop.active():
+            yield self._loop_reader()
+            return
         self._reader_slots.acquire()
         try:
             with self._readers_lock:
@@ -182,6 +193,21 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
                     self._idle.append(conn)
         finally:
             self._reader_slots.release()
+
+    def _loop_reader(self) -> sqlite3.Connection:
+        """The connection on-loop runs read through, one per event-loop thread: it never waits for a busy file
+        (busy_timeout 0), so a busy file sends the run to a worker thread instead of holding up the loop."""
+        thread = threading.get_ident()
+        conn = self._loop_readers.get(thread)
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only=1")
+            conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KB}")
+            conn.execute("PRAGMA busy_timeout=0")
+            with self._readers_lock:
+                self._readers.append(conn)
+                self._loop_readers[thread] = conn
+        return conn
 
     async def _run(self, fn: Callable[[], T]) -> T:
         def guarded() -> T:
@@ -204,27 +230,44 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         return await self._run(borrowed)
 
     async def run_reads(self, work: Callable[[GraphStore, P], Awaitable[T]], prepare: Callable[[], P]) -> T:
-        """A recall's reads, and the embedding of its query, in one worker-thread hop instead of one hop per read.
+        """A recall's reads, and the embedding of its query, on the event loop when its groups are loaded
+        (`on_loop.py`), else in one worker-thread hop instead of one hop per read.
 
         Under load every hop waits for a scheduler slice; a recall makes about
         ten reads per group. Writes and retrieval marks are not allowed inside.
+        The work may run twice (dropped on the loop, made again on a thread): it must only read.
         """
-        def inline() -> T:
-            prepared = prepare()
-            with self._borrow() as conn:  # one connection for the whole run, kept per thread for the view
-                # one read transaction: every read of the run sees one snapshot, so each group's version is
-                # checked once per run (`_graph`) rather than before each read (four times a group per recall)
-                conn.execute("BEGIN")
-                self._local.conn, self._local.graphs, self._local.states = conn, {}, {}
-                self._local.ranked = {}  # group-free full-text rankings, shared by the run's groups (fts._ranked)
-                try:
-                    return _complete(work(self, prepared))
-                finally:
-                    self._local.conn = self._local.graphs = self._local.states = self._local.ranked = None
-                    if conn.in_transaction:
-                        conn.execute("COMMIT")
+        if not self.reads_on_loop or self._closed:
+            return await self._run(lambda: self._reads(work, prepare()))
+        prepared = prepare()
+        try:
+            done, outcome = on_loop.attempt(lambda: self._reads(work, prepared))
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise _translate(exc) from exc
+            done, outcome = False, "busy"  # the loop's connection waits for no one: a thread's does
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+        if done:
+            return outcome  # type: ignore[return-value]
+        for observe in self._off_loop_observers:
+            observe(str(outcome))
+        return await self._run(lambda: self._reads(work, prepared))
 
-        return await self._run(inline)
+    def _reads(self, work: Callable[[GraphStore, P], Awaitable[T]], prepared: P) -> T:
+        """`work` to its end on this thread, its reads on one connection and one snapshot."""
+        with self._borrow() as conn:  # one connection for the whole run, kept per thread for the view
+            # one read transaction: every read of the run sees one snapshot, so each group's version is
+            # checked once per run (`_graph`) rather than before each read (four times a group per recall)
+            conn.execute("BEGIN")
+            self._local.conn, self._local.graphs, self._local.states = conn, {}, {}
+            self._local.ranked = {}  # group-free full-text rankings, shared by the run's groups (fts._ranked)
+            try:
+                return _complete(work(self, prepared))
+            finally:
+                self._local.conn = self._local.graphs = self._local.states = self._local.ranked = None
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
 
     def _graph(self, c: sqlite3.Connection, group_id: str) -> FactGraph:
         """The group's fact graph, current as of this read; inside run_reads checked once per group and run."""
@@ -289,6 +332,10 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         """See ReportsCacheCrowding: the vector cache calls `observer(table)` from the searching thread."""
         self.vectors.crowded_observers.append(observer)
 
+    def observe_reads_off_loop(self, observer: Callable[[str], None]) -> None:
+        """See ReportsReadsOffLoop: `observer(reason)` once per run of reads that left the loop for a thread."""
+        self._off_loop_observers.append(observer)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -298,7 +345,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
             await self._run(self._flush_retrievals)
             self._closed = True
             with self._readers_lock:
-                readers, self._readers, self._idle = self._readers, [], []
+                readers, self._readers, self._idle, self._loop_readers = self._readers, [], [], {}
             for conn in readers:
                 conn.close()
             if self._writer is not None:
@@ -713,7 +760,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
                     return []
                 # after the vectors: it holds every row they returned (in run_reads one snapshot serves both reads)
                 graph = self._graph(c, group_id)
-                with graph.lock:
+                with on_loop.held(graph.lock):
                     valid = graph.valid([h[0] for h in hits], t)
                 found = [Hit(i, score) for i, score, _ in hits if i in valid]
                 if len(found) >= limit or len(hits) < wanted or wanted >= limit * 32:
@@ -743,7 +790,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
 
         def q(c: sqlite3.Connection) -> list[Step]:
             graph = self._graph(c, group_id)
-            with graph.lock:
+            with on_loop.held(graph.lock):
                 return [Step(*step) for step in graph.walk(entity_ids, t, max_hops, relations, edge_types, limit)]
 
         return await self._read(q)
@@ -759,7 +806,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
             rows = c.execute(MENTIONS.format(marks=",".join("?" * len(ids))), (*ids, group_id, t)).fetchall()
             mentions, mention_degree = newest_mentions(rows, per_entity)
             graph = self._graph(c, group_id)
-            with graph.lock:
+            with on_loop.held(graph.lock):
                 facts, fact_degree = graph.around(ids, t, per_entity)
             return EntityLinks(mentions=tuple(mentions), facts=tuple(facts), mention_degree=mention_degree,
                                fact_degree=fact_degree)
@@ -817,7 +864,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
 
         def q(c: sqlite3.Connection) -> list[Standing]:
             graph = self._graph(c, group_id)
-            with graph.lock:
+            with on_loop.held(graph.lock):
                 return graph.standings(ids, self._pending_retrievals)
 
         return await self._read(q)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mnemobus.shared.logthrottle import ThrottledLog
+from mnemobus.store.sqlite import on_loop
 from mnemobus.store.vectors import ANN_MIN_ROWS, RESCORE_FACTOR, IvfIndex, built_index, grown, single_threaded_blas, top_k, top_up_or_rebuild
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ class VectorCache:
         """As `search`, with each row's SQLite rowid: (id, cosine, rowid). `latest`: the group's newest rowid in
         the table as this connection's snapshot already read it (`group_state.py`), None when it has no row."""
         key = (table, group_id)
-        with self._key_lock(key):
+        with on_loop.held(self._key_lock(key)):
             mat, held = self._current(conn, table, group_id, latest)
             if mat.size == 0 or k <= 0:
                 return []
@@ -153,6 +154,11 @@ class VectorCache:
         key = (table, group_id)
         with self._lock:
             mat = self._mats.get(key)
+            if on_loop.active() and latest is not None:  # a group's rows to read first: on a thread
+                if mat is None:
+                    on_loop.stall("cold")
+                if isinstance(latest, int) and latest - mat.max_rowid > on_loop.MAX_NEW_ROWS:
+                    on_loop.stall("grown")
             if mat is None:
                 mat = self._mats[key] = _Matrix(self.dim)
             self._mats.move_to_end(key)
