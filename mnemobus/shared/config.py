@@ -278,8 +278,8 @@ class MemorySettings(Section):
                                     "any): a process that serves part of a store shared with others")
     recall_time_share: float = Field(
         default=0.6, ge=0, description="seconds of recall per second each plugin process may spend (summed over "
-        "the recalls it runs at once); past it a recall that would run beside another is skipped (status "
-        "overloaded) until time accrues again (one alone always runs: it delays no one), so an overload leaves "
+        "the recalls it runs at once); past it a recall while another request is in the process is skipped "
+        "(status overloaded) until time accrues again (one alone always runs: it delays no one), so an overload leaves "
         "the CPU to relaying rather than starving nats-server and the executors (0: no limit)")
     shed_loop_lag_ms: float = Field(
         default=50, ge=0, description="skip recall (status overloaded) while the plugin's event loop runs this far "

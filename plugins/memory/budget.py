@@ -11,7 +11,7 @@ the rest of the machine to relaying, whatever else runs on it.
 Time is measured as the recall's wall time: under contention it grows past its
 CPU time, which makes the budget tighter exactly when the machine is contended.
 
-A recall with no other running beside it in the process is never skipped:
+A recall with no other request in the process is never skipped:
 it delays no one but its own request, which its deadline already bounds, so
 skipping it would only take memory from a single user's quick succession of
 messages (a closed loop spends ~70% of its time recalling) with nothing gained.
@@ -47,7 +47,7 @@ class RecallBudget:
         self._at = now
 
     def allow(self, *, alone: bool = False) -> bool:
-        """Whether a recall may start now (always when `alone`: no other recall runs in this process); logs once
+        """Whether a recall may start now (always when `alone`: no other request in this process); logs once
         when the budget runs out, and once when it is back."""
         if not self.enabled or alone:
             return True

@@ -1,7 +1,7 @@
 """Event-loop lag: the signal that a plugin process is out of CPU.
 
-Recall runs in worker threads and competes with the event loop for the
-interpreter lock and the cores. Past saturation the loop falls behind: a
+Recall runs on the event loop (SQLite, loaded groups) or in worker threads
+that compete with it for the interpreter lock and the cores. Past saturation the loop falls behind: a
 request waits in the socket before the plugin even sees it, so a recall slot
 that is free says nothing about whether there is time to use it. A ticker
 that oversleeps does say it. While the loop lags, recall is skipped, the CPU

@@ -119,6 +119,13 @@ class MemoryPlugin:
             self.ctx.echo(f"[memory plugin] {text}")
 
     async def on_request(self, req: SkillRequest, mctx: MessageContext) -> None:
+        self.guards.requests += 1  # what shedding weighs a recall against (enrich.recall_for_request)
+        try:
+            await self._handle(req, mctx)
+        finally:
+            self.guards.requests -= 1
+
+    async def _handle(self, req: SkillRequest, mctx: MessageContext) -> None:
         ctx = self.ctx
         assert ctx is not None, "plugin used before start"
         agent_id = req.payload.meta.agent_id

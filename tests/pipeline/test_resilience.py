@@ -6,6 +6,7 @@ import anyio
 import pytest
 
 from mnemobus.shared import subjects
+from plugins.memory import MemoryPlugin
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget
 from plugins.memory.looplag import HOLD_TICKS, TICK_S, LoopLag
@@ -214,6 +215,32 @@ async def test_while_the_event_loop_lags_with_recalls_running_the_next_request_g
     assert lagging["content"].startswith("Noted") and lagging["memory"]["status"] == "overloaded"
     assert pipeline.metrics.fail_open.labels(reason="loop_lag")._value.get() == 1
     assert caught_up["memory"]["status"] != "overloaded" and calls["n"] == 2
+
+
+async def test_while_the_event_loop_lags_a_request_beside_another_goes_on_unenriched_though_no_recall_runs(
+        shedding_pipeline, monkeypatch):
+    """A recall of loaded groups runs on the loop and holds up every request in the process, at any step: the
+    one it is weighed against need not be recalling (here it waits for its executor)."""
+    pipeline = shedding_pipeline
+    release = anyio.Event()
+    real_execute = MemoryPlugin._execute
+
+    async def execute(self, ctx, enriched, agent_id):  # type: ignore[no-untyped-def]
+        if enriched.original_content == "first":
+            with anyio.CancelScope(shield=True):
+                await release.wait()
+        return await real_execute(self, ctx, enriched, agent_id)
+
+    monkeypatch.setattr(MemoryPlugin, "_execute", execute)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask, pipeline, request("first"))
+        await anyio.sleep(0.05)
+        time.sleep(0.2)  # the process out of CPU
+        await anyio.sleep(0.06)  # the monitor's next tick wakes up late
+        lagging = await ask(pipeline, request("are you busy?"))
+        release.set()
+    assert lagging["content"].startswith("Noted") and lagging["memory"]["status"] == "overloaded"
+    assert pipeline.metrics.fail_open.labels(reason="loop_lag")._value.get() == 1
 
 
 async def test_a_lagging_loop_with_no_recall_running_does_not_skip_recall(shedding_pipeline):
