@@ -26,6 +26,7 @@ class LoopLag:
         self.threshold_s = threshold_ms / 1000
         self.last_lag_s = 0.0
         self._late_at = float("-inf")
+        self._due = float("inf")  # when the ticker's next tick should wake (no ticker: never overdue)
         self._clock = clock
 
     @property
@@ -35,16 +36,28 @@ class LoopLag:
     def record(self, lag_s: float) -> None:
         self.last_lag_s = lag_s
         if self.enabled and lag_s > self.threshold_s:
-            if not self.lagging():  # one line per spell of lag, not one per request shed
+            if not self._held():  # one line per spell of lag, not one per request shed
                 log.warning("event loop %.0f ms behind: recall is skipped until it catches up", lag_s * 1000)
             self._late_at = self._clock()
 
+    def _held(self) -> bool:
+        return self._clock() - self._late_at < HOLD_TICKS * TICK_S
+
     def lagging(self) -> bool:
-        return self.enabled and self._clock() - self._late_at < HOLD_TICKS * TICK_S
+        """Late now, or lately. Now: the ticker's tick is overdue by more than the threshold, which a request
+        sees before the ticker runs again. A recall on the event loop does not yield, so a burst of requests
+        that became ready together would otherwise all recall before the ticker could say the loop is behind
+        (the plugin bench at 500/s: p50 3.9 s and 1,452 of 10,001 timed out)."""
+        if not self.enabled:
+            return False
+        overdue = self._clock() - self._due
+        if overdue > self.threshold_s:
+            self.record(overdue)
+        return self._held()
 
     async def watch(self) -> None:
         """Tick forever, recording how late each tick woke up."""
         while True:
-            started = self._clock()
+            self._due = self._clock() + TICK_S
             await anyio.sleep(TICK_S)
-            self.record(max(0.0, self._clock() - started - TICK_S))
+            self.record(max(0.0, self._clock() - self._due))

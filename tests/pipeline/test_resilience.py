@@ -263,6 +263,20 @@ def test_loop_lag_holds_for_a_few_ticks_after_the_last_late_one():
     assert (quiet, held, lag.lagging()) == (False, True, False)
 
 
+async def test_loop_lag_says_the_loop_is_behind_before_its_ticker_wakes_up():
+    now = [100.0]
+    lag = LoopLag(25, clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lag.watch)
+        await anyio.sleep(0)  # the ticker is asleep, due in one tick
+        now[0] += TICK_S + 0.010
+        on_time = lag.lagging()
+        now[0] += 0.020  # 30 ms overdue, and the ticker has not run: a burst of recalls on the loop
+        behind = lag.lagging()
+        tg.cancel_scope.cancel()
+    assert (on_time, behind) == (False, True)
+
+
 def test_loop_lag_threshold_zero_never_sheds():
     lag = LoopLag(0)
     lag.record(5.0)
