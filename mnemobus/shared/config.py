@@ -123,7 +123,7 @@ class StoreSettings(Section):
                                  "graphs get a quarter of this on top); 1M facts with their entities need ~1.8 GB "
                                  "of vectors to stay warm")
     sqlite_reads_on_loop: bool = Field(default=True, description="SQLite: a recall whose groups are loaded reads "
-                                       "on the event loop, not a worker thread (~0.8 ms less CPU an enriched "
+                                       "on the event loop, not a worker thread (~0.5 ms less CPU an enriched "
                                        "request); one that would wait (a group not loaded yet, a busy file) still "
                                        "goes to a thread. false: always a thread")
     neo4j: Neo4jSettings = Field(default_factory=Neo4jSettings)

@@ -1,7 +1,7 @@
 """A recall's reads on the calling event loop, when nothing in them can hold the loop up (issue 36).
 
-Why: a worker-thread hop per recall cost ~0.8 ms of CPU an enriched request beyond the reads themselves (the
-plugin bench, alternated: 4.5 -> 3.6 and 5.4 -> 4.6 ms), about a sixth of the request. The reads of loaded groups
+Why: a worker-thread hop per recall cost ~0.5 ms of CPU an enriched request beyond the reads themselves
+(`profile_request.py plugin`, five alternated pairs, medians 3.89 -> 3.40 ms; docs/performance.md). The reads of loaded groups
 are short CPU work that holds the GIL anyway, so the thread bought little overlap. What a thread is still for is
 waiting: a group read from the file for the first time, a lock another thread holds while it loads a group, a file
 another connection keeps busy. A read on the loop that would wait for any of these calls `stall` instead; the run
