@@ -56,7 +56,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     # SQLite a recall of loaded groups runs on the event loop (store/sqlite/on_loop.py), so it holds up every
     # request here at any step, and recalls never overlap to say so (the plugin bench at 400/s, sustained:
     # 2,084 of 10,001 timed out with the loop's lag and the budget waived for every recall)
-    alone = guards.requests <= 1 and slots.borrowed_tokens == 0
+    alone = guards.requests <= 1  # and so no other recall either: only requests recall
     # out of CPU while recalls run (so recall is a cause, not a start-up or a worker's batch on a shared loop):
     # another recall now would only delay this request and every one behind it
     if loop_lag.lagging() and not alone:

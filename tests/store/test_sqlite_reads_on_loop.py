@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -31,8 +31,6 @@ QUESTION = "where does Josh live and who climbs with Anna?"
 @pytest.fixture
 async def path(tmp_path: Path) -> Path:
     """A file with both groups written, and no process holding them loaded."""
-    from datetime import UTC, datetime
-
     at = datetime(2026, 5, 1, tzinfo=UTC)
     store = SqliteStore(tmp_path / "loop.sqlite3")
     await store.open()
@@ -55,12 +53,10 @@ async def _opened(path: Path, **kw: bool) -> tuple[MemoryEngine, list[str]]:
 
 
 def _query(*groups: GroupId) -> RecallQuery:
-    from datetime import UTC, datetime
-
     return RecallQuery(QUESTION, groups, as_of=datetime(2026, 6, 1, tzinfo=UTC), max_facts=10, max_episodes=10)
 
 
-def _threads_of(store: GraphStore, seen: list[int]):  # type: ignore[no-untyped-def]
+def _threads_of(seen: list[int]):  # type: ignore[no-untyped-def]
     """A run's work that says which thread it ran on, and reads a group's vectors and graph."""
     async def work(view: GraphStore, _: None) -> list:  # type: ignore[type-arg]
         seen.append(threading.get_ident())
@@ -76,10 +72,10 @@ def _shown(result) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
 async def test_a_group_read_for_the_first_time_is_read_on_a_thread_and_then_on_the_loop(path: Path) -> None:
     engine, left = await _opened(path)
     loop, seen = threading.get_ident(), []
-    first = await engine.store.run_reads(_threads_of(engine.store, seen), lambda: None)
+    first = await engine.store.run_reads(_threads_of(seen), lambda: None)
     assert seen[-1] != loop and left == ["cold"], "a group not loaded yet must be read on a worker thread"
     seen.clear()
-    second = await engine.store.run_reads(_threads_of(engine.store, seen), lambda: None)
+    second = await engine.store.run_reads(_threads_of(seen), lambda: None)
     assert seen == [loop] and left == ["cold"], "a loaded group must be read on the loop, once"
     assert second == first and first, "the same reads, the same answer"
     await engine.close()
@@ -163,7 +159,7 @@ async def test_other_sqlite_errors_on_the_loop_are_the_callers_not_a_reason_to_r
 
     monkeypatch.setattr(store, "_loop_reader", Broken)
     with pytest.raises(StoreUnavailable):
-        await store.run_reads(_threads_of(store, []), lambda: None)
+        await store.run_reads(_threads_of([]), lambda: None)
     assert left == []
     await engine.close()
 
@@ -178,7 +174,7 @@ async def test_with_reads_on_loop_off_every_run_goes_to_a_thread(path: Path, set
     store.observe_reads_off_loop(left.append)
     seen: list[int] = []
     for _ in range(3):
-        await store.run_reads(_threads_of(store, seen), lambda: None)
+        await store.run_reads(_threads_of(seen), lambda: None)
     assert threading.get_ident() not in seen and len(seen) == 3
     assert left == [], "a run that never tried the loop did not leave it"
     await store.close()

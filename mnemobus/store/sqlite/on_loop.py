@@ -11,8 +11,7 @@ is dropped (reads only: nothing to undo) and made again on a worker thread, wher
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 T = TypeVar("T")
@@ -59,13 +58,18 @@ def attempt(run: Callable[[], T]) -> tuple[bool, T | str]:
     return (False, stalled) if stalled is not None else (True, result)
 
 
-@contextmanager
-def held(lock: threading.Lock) -> Iterator[None]:
+class held:
     """`with held(lock)`: as `with lock`, except that on the loop the lock is taken only when it is free (its
-    holder may be loading a whole group)."""
-    if not lock.acquire(blocking=not active()):
-        stall("busy")
-    try:
-        yield
-    finally:
-        lock.release()
+    holder may be loading a whole group). A class, not a generator: it runs a dozen times a recall."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        if not self.lock.acquire(blocking=not active()):
+            stall("busy")
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
