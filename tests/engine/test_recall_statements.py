@@ -63,10 +63,11 @@ def statements(filled: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> Iterato
         return conn
 
     monkeypatch.setattr(store, "_connect", traced)
-    for conn in store._readers:
+    opened = [*store._readers, *store._loop_readers.values()]
+    for conn in opened:
         conn.set_trace_callback(trace)
     yield seen
-    for conn in store._readers:
+    for conn in opened:
         conn.set_trace_callback(None)
 
 

@@ -100,8 +100,10 @@ async def test_concurrent_reads_share_a_bounded_pool_of_reader_connections(store
     async def reads(view: GraphStore, _: None) -> int:
         return await view.count_episodes(G)
 
+    await store.run_reads(reads, lambda: None)  # the loop's own connection, which is not one of the pool's
     async with anyio.create_task_group() as tg:
         for _ in range(50):
             tg.start_soon(store.run_reads, reads, lambda: None)
             tg.start_soon(store.count_episodes, G)
     assert 1 <= len(store._readers) <= READERS
+    assert len(store._loop_readers) == 1

@@ -138,7 +138,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         self._writer: sqlite3.Connection | None = None
         self._write_lock = anyio.Lock()
         self._local = threading.local()  # the connection a run_reads view reads through, per thread
-        self._readers: list[sqlite3.Connection] = []  # every reader connection opened, for close()
+        self._readers: list[sqlite3.Connection] = []  # the pool's reader connections, at most READERS
         self._idle: list[sqlite3.Connection] = []
         self._loop_readers: dict[int, sqlite3.Connection] = {}  # one per event-loop thread (see _loop_reader)
         self._readers_lock = threading.Lock()
@@ -181,9 +181,7 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
             with self._readers_lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                conn = self._connect()
-                conn.execute("PRAGMA query_only=1")
-                conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KB}")
+                conn = self._reader_connection()
                 with self._readers_lock:
                     self._readers.append(conn)
             try:
@@ -200,13 +198,16 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         thread = threading.get_ident()
         conn = self._loop_readers.get(thread)
         if conn is None:
-            conn = self._connect()
-            conn.execute("PRAGMA query_only=1")
-            conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KB}")
+            conn = self._reader_connection()
             conn.execute("PRAGMA busy_timeout=0")
             with self._readers_lock:
-                self._readers.append(conn)
                 self._loop_readers[thread] = conn
+        return conn
+
+    def _reader_connection(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA query_only=1")
+        conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KB}")
         return conn
 
     async def _run(self, fn: Callable[[], T]) -> T:
@@ -345,7 +346,8 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
             await self._run(self._flush_retrievals)
             self._closed = True
             with self._readers_lock:
-                readers, self._readers, self._idle, self._loop_readers = self._readers, [], [], {}
+                readers = self._readers + list(self._loop_readers.values())
+                self._readers, self._idle, self._loop_readers = [], [], {}
             for conn in readers:
                 conn.close()
             if self._writer is not None:
