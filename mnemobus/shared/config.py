@@ -283,7 +283,8 @@ class MemorySettings(Section):
         "the CPU to relaying rather than starving nats-server and the executors (0: no limit)")
     shed_loop_lag_ms: float = Field(
         default=50, ge=0, description="skip recall (status overloaded) while the plugin's event loop runs this far "
-        "behind: the process is out of CPU, and relaying unenriched keeps every request prompt (0: never)")
+        "behind, or for a request that waited this long for its turn: the process is out of CPU, and relaying "
+        "unenriched keeps every request prompt (0: never)")
     outbox_path: Path = Field(default=Path("data/outbox.sqlite3"),
                               description="episodes the stream refused wait here until it takes them")
     form_cold_after_s: float = Field(default=600, gt=0, description="flush a buffered session idle this long")

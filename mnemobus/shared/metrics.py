@@ -26,6 +26,9 @@ class PipelineMetrics:
         self.handler_seconds = Histogram(
             "mnemobus_handler_duration_seconds", "Handler time per endpoint", ["endpoint"],
             buckets=_LATENCY_BUCKETS, registry=r)
+        self.queued_seconds = Histogram(
+            "mnemobus_handler_queued_seconds", "Time a message waited in the process for its handler to start, per "
+            "endpoint: the process behind its load", ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)
         self.dead_letters = Counter(
             "mnemobus_dead_letters_total", "Messages dead-lettered, by reason", ["reason"], registry=r)
         self.dead_letter_errors = Counter(

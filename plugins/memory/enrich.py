@@ -42,7 +42,8 @@ class RecallGuards:
 
 
 async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupId, ...],
-                             guards: RecallGuards, sessions: tuple[str | None, ...] = ()) -> MemoryContext:
+                             guards: RecallGuards, sessions: tuple[str | None, ...] = (),
+                             queued_s: float = 0.0) -> MemoryContext:
     breaker, slots, loop_lag, budget = guards.breaker, guards.slots, guards.loop_lag, guards.budget
     engine = ctx.engine
     cfg = ctx.settings.memory
@@ -59,7 +60,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     alone = guards.requests <= 1  # and so no other recall either: only requests recall
     # out of CPU while recalls run (so recall is a cause, not a start-up or a worker's batch on a shared loop):
     # another recall now would only delay this request and every one behind it
-    if loop_lag.lagging() and not alone:
+    if loop_lag.lagging(queued_s) and not alone:
         ctx.metrics.fail_open.labels(reason="loop_lag").inc()  # logged once per spell, by the monitor
         return MemoryContext(groups=list(groups), status="overloaded")
     if not budget.allow(alone=alone):  # logged when it runs out and when it is back, by the budget
@@ -76,21 +77,28 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     queue_full = slots.available_tokens == 0 and slots.statistics().tasks_waiting >= slots.total_tokens
     with anyio.move_on_after(0 if queue_full else cfg.recall_deadline_ms / 1000) as scope:
         # as many may wait as run: a longer queue only adds latency to requests that will time out anyway
-        async with slots:
-            got_slot = True
-            ran = time.perf_counter()
-            try:
-                # what the user promoted comes with every recall, in its reads, under the same deadline (issue 39)
-                result = await engine.recall(
-                    RecallQuery(text=query_tail(text), group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes,
-                                max_items=cfg.max_items,
-                                promoted=ctx.settings.promotion.max_items, sessions=sessions))
-            except InvalidMessage as exc:  # the request's fault, not the store's: the breaker is left alone
-                refused = f"{exc.reason}: {exc.detail}"
-            except Exception as exc:  # fail open: the agent still gets its request
-                failures.append(f"{type(exc).__name__}: {exc}")
-            finally:
-                budget.spend(time.perf_counter() - ran)
+        try:
+            # a free slot is taken without yielding: a recall on the event loop does not yield either, so a burst
+            # of requests would otherwise each take a slot and yield, and the ones past the slots and their queue
+            # be skipped for recalls that then run one after another in well under the deadline
+            slots.acquire_nowait()
+        except anyio.WouldBlock:
+            await slots.acquire()
+        got_slot = True
+        ran = time.perf_counter()
+        try:
+            # what the user promoted comes with every recall, in its reads, under the same deadline (issue 39)
+            result = await engine.recall(
+                RecallQuery(text=query_tail(text), group_ids=groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes,
+                            max_items=cfg.max_items,
+                            promoted=ctx.settings.promotion.max_items, sessions=sessions))
+        except InvalidMessage as exc:  # the request's fault, not the store's: the breaker is left alone
+            refused = f"{exc.reason}: {exc.detail}"
+        except Exception as exc:  # fail open: the agent still gets its request
+            failures.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            slots.release()
+            budget.spend(time.perf_counter() - ran)
     elapsed = time.perf_counter() - started
     latency_ms = elapsed * 1000
     if not got_slot:  # saturated, not broken: the breaker is left alone

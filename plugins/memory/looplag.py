@@ -4,8 +4,11 @@ Recall runs on the event loop (SQLite, loaded groups) or in worker threads
 that compete with it for the interpreter lock and the cores. Past saturation the loop falls behind: a
 request waits in the socket before the plugin even sees it, so a recall slot
 that is free says nothing about whether there is time to use it. A ticker
-that oversleeps does say it. While the loop lags, recall is skipped, the CPU
-goes to relaying, and every request still gets a prompt (unenriched) answer.
+that oversleeps does say it, and so does a request that waited past the
+threshold for its turn (`MessageContext.queued_s`): recalls on the loop are
+short, so the ticker runs between them while the requests behind them wait.
+While the loop lags, recall is skipped, the CPU goes to relaying, and every
+request still gets a prompt (unenriched) answer.
 """
 
 from __future__ import annotations
@@ -43,16 +46,17 @@ class LoopLag:
     def _held(self) -> bool:
         return self._clock() - self._late_at < HOLD_TICKS * TICK_S
 
-    def lagging(self) -> bool:
-        """Late now, or lately. Now: the ticker's tick is overdue by more than the threshold, which a request
-        sees before the ticker runs again. A recall on the event loop does not yield, so a burst of requests
-        that became ready together would otherwise all recall before the ticker could say the loop is behind
-        (the plugin bench at 500/s: p50 3.9 s and 1,452 of 10,001 timed out)."""
+    def lagging(self, queued_s: float = 0.0) -> bool:
+        """Late now, or lately. Now: the ticker's tick is overdue by more than the threshold, or the request
+        asking waited longer than it for its turn (`queued_s`, `MessageContext.queued_s`); either is seen before
+        the ticker runs again. A recall on the event loop does not yield, so a burst of requests that became
+        ready together would otherwise all recall before the ticker could say the loop is behind (the plugin
+        bench at 500/s: p50 3.9 s and 1,452 of 10,001 timed out)."""
         if not self.enabled:
             return False
-        overdue = self._clock() - self._due
-        if overdue > self.threshold_s:
-            self.record(overdue)
+        late = max(self._clock() - self._due, queued_s)
+        if late > self.threshold_s:
+            self.record(late)
         return self._held()
 
     async def watch(self) -> None:

@@ -136,7 +136,7 @@ class MemoryPlugin:
             who = Resolution((), who.user, f"skill_excluded:{skill}")
         if who.groups:
             mctx.group_id = who.groups[0]
-        memory = await self._recall(ctx, req, who)
+        memory = await self._recall(ctx, req, who, mctx.queued_s)
         ctx.metrics.requests.labels(status=memory.status).inc()
         self._say(f"request {req.id[:8]} from {req.source.platform}:{req.source.user_id or '-'} -> "
                   f"groups {list(who.groups) or '(none: ' + who.reason + ')'}; recall {memory.status}, "
@@ -173,12 +173,12 @@ class MemoryPlugin:
                 ctx.metrics.reply_errors.inc()
                 log.warning("could not publish the answer to request %s on %s: %s", req.id, target, exc)
 
-    async def _recall(self, ctx: PluginContext, req: SkillRequest, who: Resolution) -> MemoryContext:
+    async def _recall(self, ctx: PluginContext, req: SkillRequest, who: Resolution, queued_s: float) -> MemoryContext:
         if not who.memory_on:
             status = "disabled" if who.reason == "memory_disabled" else "skipped"
             return MemoryContext(status=status)
         return await recall_for_request(ctx, req.payload.content, who.read_groups, self.guards,
-                                        (req.source.channel_id,))
+                                        (req.source.channel_id,), queued_s)
 
     async def _execute(self, ctx: PluginContext, enriched: EnrichedRequest, agent_id: str) -> SkillResponse:
         base = dict(correlation_id=enriched.trace_id, request_id=enriched.id, agent_id=agent_id, memory=enriched.memory)

@@ -1,11 +1,13 @@
 """Fail open on the request path, fail safe on the write path."""
 
 import time
+from collections import Counter
 
 import anyio
 import pytest
 
 from mnemobus.shared import subjects
+from mnemobus.store.model import RecallResult
 from plugins.memory import MemoryPlugin
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget
@@ -108,6 +110,73 @@ async def test_with_as_many_requests_waiting_for_a_slot_as_running_the_next_goes
     # the request beyond the queue is answered before any waiter's deadline passes
     assert answered[0] == "beyond:overloaded"
     assert not [a for a in answered if a.startswith("waiting") and a.endswith("overloaded")]  # they got slots
+
+
+async def test_a_burst_of_requests_at_an_idle_plugin_takes_no_slot_shed_for_recalls_that_never_yield(
+        pipeline, monkeypatch):
+    """A recall of loaded groups runs on the event loop without yielding: a burst's recalls run one after another
+    in well under their deadline, so none of them is refused a slot for the ones ahead of it."""
+    slots = pipeline.settings.memory.max_concurrent_recalls
+
+    async def on_the_loop(query):
+        return RecallResult(groups=query.group_ids)
+
+    monkeypatch.setattr(pipeline.engine, "recall", on_the_loop)
+    replies: list[dict] = []
+
+    async def one(i: int) -> None:
+        replies.append(await ask(pipeline, request(f"burst {i}")))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(3 * slots):
+            tg.start_soon(one, i)
+    assert len(replies) == 3 * slots and not [r for r in replies if r["memory"]["status"] == "overloaded"]
+    assert pipeline.metrics.fail_open.labels(reason="overloaded")._value.get() == 0
+
+
+async def test_a_messages_wait_for_its_handler_is_measured_behind_a_busy_loop(pipeline, monkeypatch):
+    real_recall = pipeline.engine.recall
+    calls = {"n": 0}
+
+    async def recall(query):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            time.sleep(0.2)  # the first of the burst holds the loop, as a long recall on it would
+        return await real_recall(query)
+
+    monkeypatch.setattr(pipeline.engine, "recall", recall)
+    async with anyio.create_task_group() as tg:
+        for i in range(3):
+            tg.start_soon(ask, pipeline, request(f"burst {i}"))
+    waited = pipeline.metrics.registry.get_sample_value("mnemobus_handler_queued_seconds_sum",
+                                                        {"endpoint": "skill_request"})
+    assert waited is not None and waited >= 0.2  # the two behind the first waited out its 0.2 s each
+
+
+async def test_a_burst_the_loop_cannot_recall_within_the_lag_threshold_goes_on_partly_unenriched(
+        shedding_pipeline, monkeypatch):
+    """Each recall is short, so the loop's ticker runs between them and never falls behind: what grows is each
+    request's wait for its turn. The plugin bench at 800/s before this was seen: 4,537 of 8,000 timed out."""
+    pipeline = shedding_pipeline
+    real_recall = pipeline.engine.recall
+
+    async def recall(query):
+        time.sleep(0.005)  # CPU on the loop, as a recall of loaded groups spends it
+        return await real_recall(query)
+
+    monkeypatch.setattr(pipeline.engine, "recall", recall)
+    replies: list[dict] = []
+
+    async def one(i: int) -> None:
+        replies.append(await ask(pipeline, request(f"burst {i}")))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(40):  # 200 ms of recall arriving at once, against a 50 ms threshold
+            tg.start_soon(one, i)
+    statuses = Counter(r["memory"]["status"] for r in replies)
+    assert len(replies) == 40 and all(r["content"].startswith("Noted") for r in replies)
+    assert statuses["overloaded"] >= 1 and statuses["overloaded"] < 40, statuses
+    assert pipeline.metrics.fail_open.labels(reason="loop_lag")._value.get() == statuses["overloaded"]
 
 
 def test_breaker_lets_one_probe_through_after_the_cooldown_and_closes_on_success():
@@ -275,6 +344,12 @@ async def test_loop_lag_says_the_loop_is_behind_before_its_ticker_wakes_up():
         behind = lag.lagging()
         tg.cancel_scope.cancel()
     assert (on_time, behind) == (False, True)
+
+
+def test_a_request_that_waited_past_the_threshold_for_its_turn_says_the_loop_lags():
+    now = [100.0]
+    lag = LoopLag(25, clock=lambda: now[0])  # no ticker running: only the requests' own waits say anything
+    assert (lag.lagging(queued_s=0.010), lag.lagging(queued_s=0.030)) == (False, True)
 
 
 def test_loop_lag_threshold_zero_never_sheds():
