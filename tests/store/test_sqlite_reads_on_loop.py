@@ -92,6 +92,28 @@ async def test_a_recall_made_again_on_a_thread_shows_what_a_recall_on_the_loop_s
     await engine.close()
 
 
+async def test_a_fact_graph_with_more_changed_rows_than_the_bound_catches_up_on_a_thread(
+        path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk import or a large flush of retrieval counts into a loaded group: its graph's catch-up would hold the
+    loop for as long as it reads, so past `MAX_NEW_ROWS` stamps it is read on a thread, as new vectors are."""
+    from mnemobus.store.sqlite import on_loop as on_loop_module
+
+    monkeypatch.setattr(on_loop_module, "MAX_NEW_ROWS", 4)
+    engine, left = await _opened(path)
+    await engine.recall(_query(A))  # loaded
+    await engine.recall(_query(A))
+    assert left == ["cold"]
+    with sqlite3.connect(path) as other:  # another process's writes: every fact of the group stamped, five times
+        facts = other.execute("SELECT count(*) FROM facts WHERE group_id = ?", (A,)).fetchone()[0]
+        for _ in range(5):
+            other.execute("UPDATE facts SET retrieval_count = retrieval_count + 1 WHERE group_id = ?", (A,))
+    assert 5 * facts > 4, "the writes must stamp more rows than the bound"
+    caught_up = await engine.recall(_query(A))
+    assert left == ["cold", "grown"]
+    assert _shown(caught_up) == _shown(await engine.recall(_query(A))) and left == ["cold", "grown"]
+    await engine.close()
+
+
 async def test_a_lock_another_thread_holds_sends_the_run_to_a_thread_and_the_loop_runs_on(path: Path) -> None:
     engine, left = await _opened(path)
     store = engine.store

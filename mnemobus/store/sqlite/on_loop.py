@@ -16,8 +16,8 @@ from typing import NoReturn, TypeVar
 
 T = TypeVar("T")
 
-#: new rows a group's vectors may read on the loop before the search goes to a thread: a top-up of a few
-#: batches is a few hundred microseconds, a group's first fill after a bulk import is not
+#: new rows a group's vectors, or changed rows its fact graph, may read on the loop before the run goes to a
+#: thread: a top-up of a few batches is a few hundred microseconds, a catch-up after a bulk import is not
 MAX_NEW_ROWS = 2048
 
 #: why a run left the loop (`mnemobus_store_reads_off_loop_total{reason}`)
