@@ -93,6 +93,9 @@ class Endpoint:
         self.tg = tg
         self.max_bytes = max_bytes
         self.limiter = anyio.CapacityLimiter(route.max_inflight)
+        # this endpoint's series, looked up once rather than per message
+        self._handler_seconds = metrics.handler_seconds.labels(endpoint=route.name)
+        self._queued_seconds = metrics.queued_seconds.labels(endpoint=route.name)
         self._sub: Any = None
         self._idle = anyio.Event()
         self._idle.set()
@@ -121,7 +124,7 @@ class Endpoint:
         started = time.perf_counter()
         ctx = MessageContext(msg.subject, msg.reply or None, dict(msg.headers or {}), msg.data, self.bus,
                              queued_s=started - arrived)
-        self.metrics.queued_seconds.labels(endpoint=self.route.name).observe(ctx.queued_s)
+        self._queued_seconds.observe(ctx.queued_s)
         rejection: tuple[str, str] | None = None
         try:
             if ctx.reply and (role := forged_reply(msg.subject, ctx.reply)) is not None:
@@ -141,7 +144,7 @@ class Endpoint:
             outcome = "ok" if rejection is None else ("error" if rejection[0] == "handler_error" else "invalid")
             # counted before the error reply goes out, so whoever reads the reply sees the count
             self.metrics.messages.labels(endpoint=self.route.name, outcome=outcome).inc()
-            self.metrics.handler_seconds.labels(endpoint=self.route.name).observe(time.perf_counter() - started)
+            self._handler_seconds.observe(time.perf_counter() - started)
             if rejection is not None:
                 await self._reject(ctx, *rejection)
         finally:

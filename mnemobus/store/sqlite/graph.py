@@ -93,10 +93,9 @@ class GraphReader:
         if on_loop.active() and version > 0:
             if graph is None or graph.epoch != epoch:
                 on_loop.stall("cold")  # a whole group's graph to read: on a thread
-            if version - graph.version > on_loop.MAX_NEW_ROWS:
-                # every stamp moves the version by one, so the gap bounds the rows to read (a bulk import, or a
-                # flush of many retrieval counts): past the bound on a thread, under it here
-                on_loop.stall("grown")
+            # every stamp moves the version by one, so the gap bounds the rows to read (a bulk import, or a flush
+            # of many retrieval counts)
+            on_loop.catch_up(version - graph.version)
         if graph is not None and graph.epoch != epoch:
             self._on_deleted(group_id)
         if graph is None or graph.epoch != epoch:

@@ -45,6 +45,13 @@ def stall(reason: str) -> NoReturn:
     raise Stalled(reason)
 
 
+def catch_up(rows: int) -> None:
+    """Inside an on-loop run: a group's in-memory copy is `rows` rows behind the file; past MAX_NEW_ROWS reading
+    them would hold the loop, so the run leaves it (`grown`)."""
+    if rows > MAX_NEW_ROWS:
+        stall("grown")
+
+
 def attempt(run: Callable[[], T]) -> tuple[bool, T | str]:
     """`(True, result)` when `run` finished on this thread without a stall, else `(False, reason)`."""
     _state.on, _state.stalled = True, None

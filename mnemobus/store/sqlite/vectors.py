@@ -157,8 +157,8 @@ class VectorCache:
             if on_loop.active() and latest is not None:  # a group's rows to read first: on a thread
                 if mat is None:
                     on_loop.stall("cold")
-                if isinstance(latest, int) and latest - mat.max_rowid > on_loop.MAX_NEW_ROWS:
-                    on_loop.stall("grown")
+                if isinstance(latest, int):
+                    on_loop.catch_up(latest - mat.max_rowid)
             if mat is None:
                 mat = self._mats[key] = _Matrix(self.dim)
             self._mats.move_to_end(key)
