@@ -72,6 +72,8 @@ STEP_S = 3 if QUICK else 8
 CPU_RATE = 50 if QUICK else 100  # requests/s for the CPU cost step: well below capacity, so nothing is shed
 CPU_STEP_S = 5 if QUICK else 15
 COPIES = int(os.environ.get("PLUGIN_COPIES", os.cpu_count() or 1))  # plugin processes sharing the queue group
+JOSH = "111"  # the bench user: discord 111 is josh, whose two groups are filled (and an old platform group, empty)
+NEW_USER = "999"  # nobody's identity: two groups of their own, never written to here (no worker runs)
 PEOPLE = [f"Person{i}" for i in range(400)]
 PROJECTS = [f"Project{i}" for i in range(300)]
 TOOLS = [f"tool{i}" for i in range(200)]
@@ -112,8 +114,8 @@ async def fill(settings, groups: list[GroupId]) -> dict[str, float]:
             "ingest_episodes_per_s": round(n / (time.perf_counter() - started), 1)}
 
 
-def _request(i: int, agent: str, skill: str = "chat") -> bytes:
-    return SkillRequest(source=Source(platform="discord", user_id="111", channel_id="bench"),
+def _request(i: int, agent: str, skill: str = "chat", user: str = "111") -> bytes:
+    return SkillRequest(source=Source(platform="discord", user_id=user, channel_id="bench"),
                         payload=Payload(skill=skill, content=f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?",
                                         meta=Meta(agent_id=agent))).to_wire()
 
@@ -135,7 +137,7 @@ async def closed_loop(bus: Bus, subject: str, make, n: int) -> list[float]:
 
 
 async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | None = None,
-                    skill: str = "chat") -> dict[str, float]:
+                    skill: str = "chat", user: str = "111") -> dict[str, float]:
     lat: list[float] = []
     errors = 0
     degraded = 0  # answered, but without memory (recall timed out, failed, or the breaker was open)
@@ -149,10 +151,11 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
         nonlocal errors, degraded
         t = time.perf_counter()
         try:
-            msg = await bus.request(subjects.SKILL_REQUEST, _request(i, "bench", skill), timeout_s=5)
+            msg = await bus.request(subjects.SKILL_REQUEST, _request(i, "bench", skill, user), timeout_s=5)
             if b'"error"' in msg.data:
                 errors += 1
-            elif skill != RELAY_SKILL and b'"status":"enriched"' not in msg.data:
+            elif skill != RELAY_SKILL and b'"status":"enriched"' not in msg.data and (
+                    user == JOSH or b'"status":"empty"' not in msg.data):  # a new user's recall finds nothing
                 degraded += 1
         except Exception:
             errors += 1
@@ -219,24 +222,26 @@ async def capacity_of(bus: Bus, ladder: tuple[int, ...], skill: str) -> tuple[in
     return capacity, p99
 
 
-async def cpu_cost(bus: Bus, skill: str, pids: dict[str, list[int]]) -> dict[str, float]:
+async def cpu_cost(bus: Bus, skill: str, pids: dict[str, list[int]], user: str = JOSH) -> dict[str, float]:
     """CPU milliseconds a request costs each process role at a rate every request is served at.
 
     The throughput ceiling on a fixed number of cores is cores / (CPU per request, all roles): this is the
     figure that says how far a rate target is from the machine, whatever the queueing does.
+    A `user` other than josh has nothing remembered (no worker runs here, so their groups stay empty): the
+    step then costs everything memory does but the searches' finding, which is how the figures tell the
+    searches' share apart.
     """
+    kind = "relay_only" if skill == RELAY_SKILL else "enriched" if user == JOSH else "new_user"
     before = {role: sum(cpu_seconds(p) for p in ps) for role, ps in pids.items()}
     before["bench_client"] = cpu_seconds()
-    step = await open_loop(bus, CPU_RATE, CPU_STEP_S, skill=skill)
+    step = await open_loop(bus, CPU_RATE, CPU_STEP_S, skill=skill, user=user)
     served = max(1, step["sent"] - step["errors"] - step["unenriched"])
     used = {role: sum(cpu_seconds(p) for p in ps) - before[role] for role, ps in pids.items()}
     used["bench_client"] = cpu_seconds() - before["bench_client"]
-    out = {f"cpu_ms_per_request_{role}_{'relay_only' if skill == RELAY_SKILL else 'enriched'}": round(1000 * s / served, 3)
-           for role, s in used.items()}
-    out[f"cpu_ms_per_request_all_{'relay_only' if skill == RELAY_SKILL else 'enriched'}"] = round(
-        1000 * sum(used.values()) / served, 3)
+    out = {f"cpu_ms_per_request_{role}_{kind}": round(1000 * s / served, 3) for role, s in used.items()}
+    out[f"cpu_ms_per_request_all_{kind}"] = round(1000 * sum(used.values()) / served, 3)
     if step["unenriched"] or step["errors"]:
-        print(f"  cpu step {skill} at {CPU_RATE}/s was not all served: {step}", file=sys.stderr)
+        print(f"  cpu step {kind} at {CPU_RATE}/s was not all served: {step}", file=sys.stderr)
     return out
 
 
@@ -281,8 +286,12 @@ async def main() -> None:
             roles = {"plugin": [p.pid for p in procs], "nats_server": [server.pid or 0]}
             for skill in ("chat", RELAY_SKILL):
                 figures.update(await cpu_cost(bus, skill, roles))
+            figures.update(await cpu_cost(bus, "chat", roles, user=NEW_USER))
             figures["memory_cpu_ms_per_request"] = round(
                 figures["cpu_ms_per_request_plugin_enriched"] - figures["cpu_ms_per_request_plugin_relay_only"], 3)
+            # of memory's share, what finding costs: josh's two groups of 10k against a user with nothing remembered
+            figures["search_cpu_ms_per_request"] = round(
+                figures["cpu_ms_per_request_plugin_enriched"] - figures["cpu_ms_per_request_plugin_new_user"], 3)
             figures["cpu_bound_enriched_rps"] = round((os.cpu_count() or 1) * 1000 / figures["cpu_ms_per_request_all_enriched"])
             capacity, figures["capacity_p99_ms"] = await capacity_of(bus, LADDER, "chat")
             figures["capacity_enriched_rps"] = capacity
