@@ -14,15 +14,15 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mnemobus.kernel.app import open_runtime, serve  # noqa: E402
+from mnemobus.kernel import eventloop  # noqa: E402
 from mnemobus.kernel.heap import serving_process  # noqa: E402
-from mnemobus.shared.config import load_settings  # noqa: E402
+from mnemobus.shared.config import Settings, load_settings  # noqa: E402
 from plugins.echo import EchoExecutor  # noqa: E402
 from plugins.memory import MemoryPlugin  # noqa: E402
 
 
-async def main() -> None:
+async def main(settings: Settings) -> None:
     serving_process()  # as `mnemobus run` says it: the bench serves as production does
-    settings = load_settings(sys.argv[1])
     async with open_runtime(settings) as rt:
         async with anyio.create_task_group() as tg:
             await tg.start(lambda task_status: serve(rt, {"plugin"}, plugins=[MemoryPlugin(), EchoExecutor("bench")],
@@ -35,4 +35,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    settings = load_settings(sys.argv[1])
+    eventloop.run(lambda: main(settings), settings.event_loop)  # the loop `mnemobus run` would choose

@@ -20,6 +20,7 @@ from mnemobus.bus.cluster import stream_leader
 from mnemobus.shared.config import Settings
 from mnemobus.kernel.hooks import hookimpl
 from mnemobus.kernel.localcluster import DeploymentError, LocalDeployment
+from mnemobus.kernel import eventloop
 
 
 @hookimpl
@@ -49,7 +50,7 @@ def run_cluster(settings: Settings, args: argparse.Namespace) -> int:
     deployment = LocalDeployment(args.data_dir.resolve(), plugins=args.plugins, workers=args.workers, say=_say)
     try:
         deployment.start()
-        return anyio.run(_play_and_serve, deployment, settings, args.once)
+        return eventloop.run(lambda: _play_and_serve(deployment, settings, args.once), settings.event_loop)
     except DeploymentError as exc:
         _say(f"[cluster] {exc}")
         return 1

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-import anyio
-
 from mnemobus.shared.config import Settings
 from mnemobus.kernel.hooks import hookimpl
+from mnemobus.kernel import eventloop
 
 
 def _handle(settings: Settings, args: argparse.Namespace) -> int:
     from mnemobus.cli import say
     from mnemobus.kernel.doctor import doctor
 
-    return anyio.run(lambda: doctor(settings, smoke=args.smoke, say=say))
+    return eventloop.run(lambda: doctor(settings, smoke=args.smoke, say=say), settings.event_loop)
 
 
 @hookimpl

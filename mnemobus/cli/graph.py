@@ -14,12 +14,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-import anyio
-
 from mnemobus.cli.graph_evict import add_evict_command
 from mnemobus.cli.graph_upkeep import add_commands as add_upkeep_commands
 from mnemobus.shared.config import Settings
 from mnemobus.kernel.hooks import hookimpl
+from mnemobus.kernel import eventloop
 
 FORMATS = ("jsonl", "graphml", "mermaid", "html")
 
@@ -87,7 +86,7 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
                          "page GET /graph/{group_id} serves, one file that works offline")
     ex.add_argument("--out", type=Path, help="file to write (default: stdout)")
     ex.add_argument("--as-of", type=aware_time, help="graphml/mermaid: which facts count as active (default: now)")
-    ex.set_defaults(handler=lambda settings, args: anyio.run(export, settings, args))
+    ex.set_defaults(handler=lambda settings, args: eventloop.run(lambda: export(settings, args), settings.event_loop))
     add_evict_command(cmds)
     add_upkeep_commands(cmds)
 

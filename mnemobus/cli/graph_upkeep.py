@@ -11,9 +11,8 @@ import json
 import sys
 from typing import Any
 
-import anyio
-
 from mnemobus.shared.config import Settings
+from mnemobus.kernel import eventloop
 
 STATS_COLUMNS = ("group_id", "entities", "active_facts", "ended_facts", "communities", "largest_community",
                  "last_refresh", "evicted")
@@ -43,7 +42,7 @@ def handle(settings: Settings, args: argparse.Namespace, endpoint: str) -> int:
 
     body = json.dumps({"group_id": args.group} if args.group else {}).encode()
     try:
-        reply = anyio.run(request_api, settings, endpoint, body, args.timeout, "graph")
+        reply = eventloop.run(lambda: request_api(settings, endpoint, body, args.timeout, "graph"), settings.event_loop)
     except Exception as exc:  # no server, timeout, refusal: say it, exit non-zero
         print(f"mnemobus graph: {exc}", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@ import anyio
 
 from mnemobus.shared.config import Settings
 from mnemobus.kernel.hooks import hookimpl
+from mnemobus.kernel import eventloop
 
 
 async def _serve(settings: Settings) -> int:
@@ -31,4 +32,4 @@ async def _serve(settings: Settings) -> int:
 @hookimpl
 def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = subcommands.add_parser("mcp", help="serve the memory tools to an MCP client over stdio (logs go to stderr)")
-    p.set_defaults(handler=lambda settings, args: anyio.run(_serve, settings))
+    p.set_defaults(handler=lambda settings, args: eventloop.run(lambda: _serve(settings), settings.event_loop))

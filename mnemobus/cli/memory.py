@@ -12,12 +12,11 @@ import argparse
 import shlex
 import sys
 
-import anyio
-
 from mnemobus.shared.config import Settings
 from mnemobus.kernel.hooks import hookimpl
 from mnemobus.shared.envelope import Meta, Payload, SkillRequest, Source
 from mnemobus.store.lifecycle import PROMOTED_KINDS, PROMOTED_SCOPES
+from mnemobus.kernel import eventloop
 
 
 @hookimpl
@@ -72,7 +71,7 @@ def handle(settings: Settings, args: argparse.Namespace) -> int:
     request = SkillRequest(source=Source(platform="cli", user_id=args.user),
                            payload=Payload(skill="memory", content=command_text(args), meta=Meta(agent_id=args.agent)))
     try:
-        reply = anyio.run(ask, settings, request, args.timeout)
+        reply = eventloop.run(lambda: ask(settings, request, args.timeout), settings.event_loop)
     except Exception as exc:  # no server, timeout, refusal: say it, exit non-zero
         print(f"mnemobus memory: {exc}", file=sys.stderr)
         return 1

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-import anyio
-
 from mnemobus.shared.config import Settings
 from mnemobus.kernel.hooks import hookimpl
 from mnemobus.shared.groups import validate_group_id
+from mnemobus.kernel import eventloop
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
@@ -40,4 +39,4 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
     p.add_argument("--from", dest="source", choices=["sqlite", "neo4j"], default="sqlite")
     p.add_argument("--to", dest="target", choices=["sqlite", "neo4j"], default="neo4j")
     p.add_argument("--group", action="append", help="a group to copy (repeatable); default: every group")
-    p.set_defaults(handler=lambda settings, args: anyio.run(_run, settings, args))
+    p.set_defaults(handler=lambda settings, args: eventloop.run(lambda: _run(settings, args), settings.event_loop))

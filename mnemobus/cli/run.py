@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-import anyio
-
 from mnemobus.kernel import extensions
 from mnemobus.shared.config import Settings
 from mnemobus.kernel.hooks import hookimpl
+from mnemobus.kernel import eventloop
 
 def _handle(settings: Settings, args: argparse.Namespace) -> int:
     from mnemobus.kernel.app import run
     from mnemobus.cli import say
 
     demo = args.demo or args.once
-    return anyio.run(lambda: run(settings, args.role, demo=demo, once=args.once, echo=None if args.quiet else say))
+    echo = None if args.quiet else say
+    return eventloop.run(lambda: run(settings, args.role, demo=demo, once=args.once, echo=echo), settings.event_loop)
 
 
 @hookimpl

@@ -27,6 +27,7 @@ from mnemobus.bus.server import EmbeddedNatsServer
 from mnemobus.shared.config import NatsSettings, Settings
 from mnemobus.shared.errors import MnemobusError
 from mnemobus.kernel.health import Health, serve_metrics
+from mnemobus.kernel.eventloop import running_loop_name
 from mnemobus.kernel.heap import freeze_long_lived, serving_process
 from mnemobus.shared.identity import IdentityRegistry
 from mnemobus.shared.metrics import PipelineMetrics
@@ -239,7 +240,8 @@ async def _run(settings: Settings, roles: set[str], metrics: PipelineMetrics, he
         health.bus = rt.bus
         if echo:
             echo(f"[bus] {'embedded nats-server at ' if rt.server else 'connected to '}{rt.url}; "
-                 f"roles: {', '.join(sorted(roles))}; store: {settings.store.backend}")
+                 f"roles: {', '.join(sorted(roles))}; store: {settings.store.backend}; "
+                 f"event loop: {running_loop_name()}")
             if settings.metrics.port:
                 echo(f"[metrics] http://{settings.metrics.host}:{settings.metrics.port}/metrics "
                      "(/healthz, /readyz for probes)")

@@ -521,6 +521,10 @@ class Settings(BaseSettings):
     promotion: PromotionSettings = Field(default_factory=PromotionSettings)
     communities: CommunitiesSettings = Field(default_factory=CommunitiesSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    event_loop: Literal["uvloop", "asyncio"] = Field(default="uvloop", description="the event loop every "
+                                                     "command runs on: uvloop (libuv, less CPU a request) or "
+                                                     "asyncio's own; uvloop falls back to asyncio where it "
+                                                     "is not installed")
 
     @classmethod
     def settings_customise_sources(

@@ -57,6 +57,23 @@ def test_run_once_recalls_a_fact_from_turn_one_in_a_later_turn(demo_once):
     assert "[User context — user_josh]" in later and "London" in later
 
 
+def test_a_served_process_runs_on_uvloop_by_default(demo_once):
+    assert "event loop: uvloop" in demo_once.stdout
+
+
+def test_run_once_on_asyncios_own_loop_still_recalls_a_later_turn(tmp_path):
+    proc = _mnemobus("run", "--once", env=_env(tmp_path, MNEMOBUS_EVENT_LOOP="asyncio"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "event loop: asyncio" in proc.stdout
+    assert "London" in proc.stdout.split("[demo] turn 2", 1)[1]
+
+
+def test_an_unknown_event_loop_is_refused_at_start_naming_the_field(tmp_path):
+    proc = _mnemobus("run", "--once", env=_env(tmp_path, MNEMOBUS_EVENT_LOOP="tokio"))
+    assert proc.returncode == 2
+    assert "MNEMOBUS_EVENT_LOOP" in proc.stderr and "event_loop" in proc.stderr
+
+
 def test_a_started_process_freezes_what_it_loaded_for_its_life(tmp_path):
     proc = _mnemobus("run", "--once", env=_env(tmp_path, MNEMOBUS_LOG_LEVEL="DEBUG"))
     assert proc.returncode == 0, proc.stderr[-2000:]
