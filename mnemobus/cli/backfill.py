@@ -55,4 +55,4 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
     p.add_argument("--since", type=aware_time, help="only episodes said at or after this time (ISO, with offset)")
     p.add_argument("--checkpoint", type=Path, help="where the run records the groups done")
     p.add_argument("--restart", action="store_true", help="ignore a checkpoint and start again")
-    p.set_defaults(handler=lambda settings, args: eventloop.run(lambda: _run(settings, args), settings.event_loop))
+    p.set_defaults(handler=eventloop.command(_run))

@@ -75,4 +75,4 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
     p.add_argument("--group", help="only this group's dead letters")
     p.add_argument("--limit", type=int, default=100, help="list at most this many (default 100)")
     p.add_argument("--yes", action="store_true", help="confirm purge")
-    p.set_defaults(handler=lambda settings, args: eventloop.run(lambda: _run(settings, args), settings.event_loop))
+    p.set_defaults(handler=eventloop.command(_run))

@@ -86,7 +86,7 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
                          "page GET /graph/{group_id} serves, one file that works offline")
     ex.add_argument("--out", type=Path, help="file to write (default: stdout)")
     ex.add_argument("--as-of", type=aware_time, help="graphml/mermaid: which facts count as active (default: now)")
-    ex.set_defaults(handler=lambda settings, args: eventloop.run(lambda: export(settings, args), settings.event_loop))
+    ex.set_defaults(handler=eventloop.command(export))
     add_evict_command(cmds)
     add_upkeep_commands(cmds)
 

@@ -44,4 +44,4 @@ def add_evict_command(cmds: "argparse._SubParsersAction[argparse.ArgumentParser]
     ev = cmds.add_parser("evict", help="evict what the retention policy says has outlived its use (docs/lifecycle.md)")
     ev.add_argument("--group", help="one group (default: every group)")
     ev.add_argument("--dry-run", action="store_true", help="count what would go, remove nothing")
-    ev.set_defaults(handler=lambda settings, args: eventloop.run(lambda: evict(settings, args), settings.event_loop))
+    ev.set_defaults(handler=eventloop.command(evict))

@@ -69,7 +69,7 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
         cmd.add_argument("--checkpoint", type=Path, help="where the run records its progress "
                          "(default: <data dir>/imports/<kind>-<file>-<hash>.json)")
         cmd.add_argument("--restart", action="store_true", help="ignore a checkpoint and start at the first line")
-        cmd.set_defaults(handler=lambda settings, args: eventloop.run(lambda: _run(settings, args), settings.event_loop))
+        cmd.set_defaults(handler=eventloop.command(_run))
     graphiti = kinds.add_parser("graphiti", help="a Graphiti deployment's episodes, entities and edges, with their "
                                 "valid and invalid times, read from its Neo4j")
     graphiti.add_argument("--uri", required=True, help="Graphiti's Neo4j, e.g. bolt://graphiti-db:7687")
@@ -79,8 +79,7 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
     graphiti.add_argument("--group", action="append", help="a Graphiti group to import (repeatable); default: all")
     graphiti.add_argument("--checkpoint", type=Path, help="where the run records the groups done")
     graphiti.add_argument("--restart", action="store_true", help="ignore a checkpoint and start again")
-    graphiti.set_defaults(handler=lambda settings, args: eventloop.run(lambda: _graphiti(settings, args),
-                                                                       settings.event_loop))
+    graphiti.set_defaults(handler=eventloop.command(_graphiti))
 
 
 async def _graphiti(settings: Settings, args: argparse.Namespace) -> int:

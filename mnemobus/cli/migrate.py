@@ -39,4 +39,4 @@ def mnemobus_commands(subcommands: "argparse._SubParsersAction[argparse.Argument
     p.add_argument("--from", dest="source", choices=["sqlite", "neo4j"], default="sqlite")
     p.add_argument("--to", dest="target", choices=["sqlite", "neo4j"], default="neo4j")
     p.add_argument("--group", action="append", help="a group to copy (repeatable); default: every group")
-    p.set_defaults(handler=lambda settings, args: eventloop.run(lambda: _run(settings, args), settings.event_loop))
+    p.set_defaults(handler=eventloop.command(_run))

@@ -41,6 +41,11 @@ def run(main: Callable[[], Awaitable[T]], choice: LoopChoice) -> T:
     return anyio.run(main, backend_options=backend_options(choice))
 
 
+def command(main: Callable[[Any, Any], Awaitable[T]]) -> Callable[[Any, Any], T]:
+    """A subcommand's handler (settings, args) that runs `main(settings, args)` on the settings' loop."""
+    return lambda settings, args: run(lambda: main(settings, args), settings.event_loop)
+
+
 def running_loop_name() -> str:
     """The running loop as the start-up line names it: "uvloop" or "asyncio"."""
     return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"

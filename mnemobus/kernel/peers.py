@@ -16,9 +16,11 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
+from nats.js.errors import KeyDeletedError, KeyNotFoundError, NoKeysError, NotFoundError
 
 from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
@@ -27,6 +29,7 @@ from mnemobus.shared.errors import MnemobusError
 from mnemobus.shared.redact import mask_urls
 
 log = logging.getLogger("mnemobus.peers")
+T = TypeVar("T")
 
 
 def store_identity(store: StoreSettings) -> str:
@@ -39,6 +42,9 @@ class DifferentStore(MnemobusError):
     """This process would read (and write) a different store than the workers on its bus write."""
 
 
+#: reads of the heartbeat bucket before this process starts without comparing stores, and the pause between two
+READ_ATTEMPTS = 3
+READ_RETRY_S = 0.5
 #: a beat fresher than this many of its worker's intervals is a live worker's
 FRESH_BEATS = 3
 #: a beat older than fresh but younger than this many intervals may be a stalled worker's, not a gone one's (a long
@@ -66,23 +72,53 @@ class Beat:
         return FRESH_BEATS * self.every_s < self.age_s <= STALLED_BEATS * self.every_s
 
 
+async def _read_retried(read: Callable[[], Awaitable[T]], what: str, *, gone: tuple[type[Exception], ...]) -> T | None:
+    """`read()`, made again when it fails for the bus (a request timed out on a loaded machine): None when what it
+    reads is not there (`gone`), or when it still fails after READ_ATTEMPTS, said in a warning. A read that failed
+    once was taken for "no worker", and an MCP role started on a store of its own beside a live worker."""
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            return await read()
+        except gone:
+            return None
+        except Exception as exc:  # noqa: BLE001 - the bus is slow or away: try again, then say so
+            if attempt == READ_ATTEMPTS:
+                log.warning("could not read %s (%s: %s) in %d tries: this process starts without comparing its store "
+                            "with that worker's", what, type(exc).__name__, exc, READ_ATTEMPTS)
+                return None
+            log.info("reading %s failed (%s: %s); trying again", what, type(exc).__name__, exc)
+            await anyio.sleep(READ_RETRY_S)
+    return None
+
+
+async def _heartbeat_keys(bus: Bus) -> tuple[Any, list[str]] | None:
+    """The heartbeat bucket and its keys; None when no worker has ever beaten on this bus (no bucket, no key)."""
+    async def read() -> tuple[Any, list[str]]:
+        kv = await bus.js.key_value(subjects.HEARTBEAT_BUCKET)
+        return kv, await kv.keys()
+
+    return await _read_retried(read, "the workers' heartbeats", gone=(NotFoundError, NoKeysError))
+
+
 async def worker_beats(bus: Bus) -> list[Beat]:
     """Every worker's latest heartbeat that names its store (a beat from an older build names none)."""
     out: list[Beat] = []
-    try:
-        kv = await bus.js.key_value(subjects.HEARTBEAT_BUCKET)
-        keys = await kv.keys()
-    except Exception as exc:  # noqa: BLE001 - no bucket or no key yet: no worker has beaten on this bus
-        log.debug("no worker heartbeats to compare stores with: %s", exc)
+    found = await _heartbeat_keys(bus)
+    if found is None:
         return out
+    kv, keys = found
     now = datetime.now(timezone.utc)
     for key in keys:
         if not key.startswith("worker."):
             continue
+        entry = await _read_retried(lambda k=key: kv.get(k), f"the heartbeat {key}",
+                                    gone=(KeyNotFoundError, KeyDeletedError))
+        if entry is None:
+            continue
         try:
-            beat: dict[str, Any] = json.loads((await kv.get(key)).value or b"{}")
+            beat: dict[str, Any] = json.loads(entry.value or b"{}")
             age = (now - datetime.fromisoformat(beat["beat_at"])).total_seconds()
-        except Exception:  # noqa: BLE001 - a key deleted meanwhile or a beat from an older build
+        except Exception:  # noqa: BLE001 - a beat from an older build
             continue
         if "store" in beat:
             out.append(Beat(str(beat.get("instance", key)), str(beat["store"]), age, float(beat.get("every_s", 5))))

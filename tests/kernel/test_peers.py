@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import anyio
 import pytest
+from nats.js.kv import KeyValue
 
 from mnemobus.bus.connection import Bus
 from mnemobus.kernel import peers
@@ -63,5 +64,46 @@ async def test_a_beat_long_past_is_not_waited_for(settings: Settings, caplog: py
         with caplog.at_level(logging.INFO, logger=peers.log.name):
             await check_same_store(bus, settings.store)
         assert "waiting" not in caplog.text and "no worker is beating on this bus yet" in caplog.text
+    finally:
+        await bus.close()
+
+
+@pytest.mark.parametrize("read", ["bucket", "beat"])
+async def test_a_heartbeat_read_that_fails_once_is_made_again_and_the_other_store_refused(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch, read: str) -> None:
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+    try:
+        await beat(bus, ago_s=0, every_s=0.5)
+        owner, name = (bus.js, "key_value") if read == "bucket" else (KeyValue, "get")
+        real, calls = getattr(owner, name), []
+
+        async def fails_once(*args):  # type: ignore[no-untyped-def]
+            calls.append(args)
+            if len(calls) == 1:  # as a JetStream API request that timed out on a loaded machine
+                raise TimeoutError("nats: timeout")
+            return await real(*args)
+
+        monkeypatch.setattr(owner, name, fails_once)
+        monkeypatch.setattr(peers, "READ_RETRY_S", 0.01)
+        with pytest.raises(DifferentStore, match="worker w1 on the same bus writes sqlite:/somewhere/else.sqlite3"):
+            await check_same_store(bus, settings.store)
+        assert len(calls) >= 2
+    finally:
+        await bus.close()
+
+
+async def test_heartbeats_that_cannot_be_read_are_said_in_a_warning_not_taken_for_no_worker(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+    try:
+        async def never(bucket: str):  # type: ignore[no-untyped-def]
+            raise TimeoutError("nats: timeout")
+
+        monkeypatch.setattr(bus.js, "key_value", never)
+        monkeypatch.setattr(peers, "READ_RETRY_S", 0.01)
+        with caplog.at_level(logging.INFO, logger=peers.log.name):
+            await check_same_store(bus, settings.store)
+        assert f"could not read the workers' heartbeats (TimeoutError: nats: timeout) in {peers.READ_ATTEMPTS} tries" \
+            in caplog.text
     finally:
         await bus.close()
