@@ -17,3 +17,4 @@ NotFound = nats.js.errors.NotFoundError
 BucketNotFound = nats.js.errors.BucketNotFoundError
 NoKeys = nats.js.errors.NoKeysError
 KeyNotFound = nats.js.errors.KeyNotFoundError
+KeyDeleted = nats.js.errors.KeyDeletedError

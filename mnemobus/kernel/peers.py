@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
-from nats.js.errors import KeyDeletedError, KeyNotFoundError, NoKeysError, NotFoundError
 
 from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
+from mnemobus.bus.errors import KeyDeleted, KeyNotFound, NoKeys, NotFound
 from mnemobus.shared.config import StoreSettings
 from mnemobus.shared.errors import MnemobusError
 from mnemobus.shared.redact import mask_urls
@@ -97,7 +97,7 @@ async def _heartbeat_keys(bus: Bus) -> tuple[Any, list[str]] | None:
         kv = await bus.js.key_value(subjects.HEARTBEAT_BUCKET)
         return kv, await kv.keys()
 
-    return await _read_retried(read, "the workers' heartbeats", gone=(NotFoundError, NoKeysError))
+    return await _read_retried(read, "the workers' heartbeats", gone=(NotFound, NoKeys))
 
 
 async def worker_beats(bus: Bus) -> list[Beat]:
@@ -112,7 +112,7 @@ async def worker_beats(bus: Bus) -> list[Beat]:
         if not key.startswith("worker."):
             continue
         entry = await _read_retried(lambda k=key: kv.get(k), f"the heartbeat {key}",
-                                    gone=(KeyNotFoundError, KeyDeletedError))
+                                    gone=(KeyNotFound, KeyDeleted))
         if entry is None:
             continue
         try:
