@@ -24,6 +24,7 @@ from mnemobus.bus.permissions import forged_reply
 from mnemobus.bus.router import Route
 from mnemobus.shared.envelope import ErrorReply
 from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.limiters import acquire_at_once
 from mnemobus.shared.limits import lone_surrogate
 from mnemobus.shared.metrics import PipelineMetrics
 
@@ -108,13 +109,10 @@ class Endpoint:
     async def _on_message(self, msg: Msg) -> None:
         arrived = time.perf_counter()
         token = object()
-        try:
-            # a free slot is taken without yielding: the subscription hands over every message it holds at once,
-            # so a backlog waits where its wait is measured (`MessageContext.queued_s`), not in the client's queue
-            self.limiter.acquire_on_behalf_of_nowait(token)
-        except anyio.WouldBlock:
-            # waiting here (not in the task) leaves excess messages queued in the subscription: backpressure
-            await self.limiter.acquire_on_behalf_of(token)
+        # a free slot at once: the subscription hands over every message it holds, so a backlog waits where its
+        # wait is measured (`MessageContext.queued_s`); past the limit the wait is here, not in the task, which
+        # leaves excess messages queued in the subscription: backpressure
+        await acquire_at_once(self.limiter, token)
         if self._inflight == 0:
             self._idle = anyio.Event()
         self._inflight += 1

@@ -176,7 +176,7 @@ async def open_runtime(settings: Settings, *, need_engine: bool = True, own_bus:
         try:
             await bus.ensure_streams()
             if need_engine and server is None:
-                await check_same_store(bus, settings.store)
+                await check_same_store(bus, settings.store, unread=metrics.store_check_unread.inc)
             identity = IdentityRegistry(settings.identity.users_file,
                                         on_reload=lambda o: metrics.identity_reloads.labels(outcome=o).inc())
             engine = await open_engine(settings, metrics.llm) if need_engine else None

@@ -72,10 +72,14 @@ class Beat:
         return FRESH_BEATS * self.every_s < self.age_s <= STALLED_BEATS * self.every_s
 
 
+class _Unread(Exception):
+    """A heartbeat read that still failed for the bus after READ_ATTEMPTS."""
+
+
 async def _read_retried(read: Callable[[], Awaitable[T]], what: str, *, gone: tuple[type[Exception], ...]) -> T | None:
-    """`read()`, made again when it fails for the bus (a request timed out on a loaded machine): None when what it
-    reads is not there (`gone`), or when it still fails after READ_ATTEMPTS, said in a warning. A read that failed
-    once was taken for "no worker", and an MCP role started on a store of its own beside a live worker."""
+    """`read()`, made again when it fails for the bus (a request timed out on a loaded machine); None when what it
+    reads is not there (`gone`); `_Unread` when it still fails after READ_ATTEMPTS. A read that failed once was
+    taken for "no worker", and an MCP role started on a store of its own beside a live worker."""
     for attempt in range(1, READ_ATTEMPTS + 1):
         try:
             return await read()
@@ -83,12 +87,10 @@ async def _read_retried(read: Callable[[], Awaitable[T]], what: str, *, gone: tu
             return None
         except Exception as exc:  # noqa: BLE001 - the bus is slow or away: try again, then say so
             if attempt == READ_ATTEMPTS:
-                log.warning("could not read %s (%s: %s) in %d tries: this process starts without comparing its store "
-                            "with that worker's", what, type(exc).__name__, exc, READ_ATTEMPTS)
-                return None
+                raise _Unread(f"could not read {what} ({type(exc).__name__}: {exc}) in {READ_ATTEMPTS} tries") from exc
             log.info("reading %s failed (%s: %s); trying again", what, type(exc).__name__, exc)
             await anyio.sleep(READ_RETRY_S)
-    return None
+    raise AssertionError("unreachable")
 
 
 async def _heartbeat_keys(bus: Bus) -> tuple[Any, list[str]] | None:
@@ -153,11 +155,17 @@ async def _after_stalled(bus: Bus, mine: str) -> dict[str, str]:
     return live
 
 
-async def check_same_store(bus: Bus, store: StoreSettings) -> None:
+async def check_same_store(bus: Bus, store: StoreSettings, unread: Callable[[], None] = lambda: None) -> None:
     """Refuse (DifferentStore, one line naming both) when the workers beating on this bus write another SQLite
-    file or another backend; log one warning line for a different Neo4j URI."""
+    file or another backend; log one warning line for a different Neo4j URI. Heartbeats the bus would not give
+    after READ_ATTEMPTS: a warning, `unread()` (counted), and this process starts without comparing."""
     mine = store_identity(store)
-    theirs = await _after_stalled(bus, mine)
+    try:
+        theirs = await _after_stalled(bus, mine)
+    except _Unread as exc:
+        log.warning("%s: this process starts without comparing its store with the workers'", exc)
+        unread()
+        return
     if not theirs:
         log.info("no worker is beating on this bus yet; this process uses store %s", mine)
         return

@@ -26,6 +26,10 @@ class PipelineMetrics:
         self.handler_seconds = Histogram(
             "mnemobus_handler_duration_seconds", "Handler time per endpoint", ["endpoint"],
             buckets=_LATENCY_BUCKETS, registry=r)
+        self.store_check_unread = Counter(
+            "mnemobus_store_check_unread_total", "Starts on a bus this process did not start whose check of the "
+            "workers' store could not read their heartbeats (kernel/peers.py): it started without comparing",
+            registry=r)
         self.queued_seconds = Histogram(
             "mnemobus_handler_queued_seconds", "Time a message waited in the process for its handler to start, per "
             "endpoint: the process behind its load", ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)

@@ -15,6 +15,7 @@ import anyio
 
 from mnemobus.engine.promoted import render_with_promoted
 from mnemobus.shared.groups import GroupId
+from mnemobus.shared.limiters import acquire_at_once
 from mnemobus.shared.limits import query_tail
 from mnemobus.shared.envelope import MemoryContext
 from mnemobus.shared.errors import InvalidMessage
@@ -77,13 +78,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
     queue_full = slots.available_tokens == 0 and slots.statistics().tasks_waiting >= slots.total_tokens
     with anyio.move_on_after(0 if queue_full else cfg.recall_deadline_ms / 1000) as scope:
         # as many may wait as run: a longer queue only adds latency to requests that will time out anyway
-        try:
-            # a free slot is taken without yielding: a recall on the event loop does not yield either, so a burst
-            # of requests would otherwise each take a slot and yield, and the ones past the slots and their queue
-            # be skipped for recalls that then run one after another in well under the deadline
-            slots.acquire_nowait()
-        except anyio.WouldBlock:
-            await slots.acquire()
+        await acquire_at_once(slots)  # a recall on the loop does not yield either: a burst is not skipped for it
         got_slot = True
         ran = time.perf_counter()
         try:

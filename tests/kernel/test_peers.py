@@ -107,3 +107,19 @@ async def test_heartbeats_that_cannot_be_read_are_said_in_a_warning_not_taken_fo
             in caplog.text
     finally:
         await bus.close()
+
+
+async def test_a_check_that_could_not_read_the_heartbeats_is_counted(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+    try:
+        async def never(bucket: str):  # type: ignore[no-untyped-def]
+            raise TimeoutError("nats: timeout")
+
+        monkeypatch.setattr(bus.js, "key_value", never)
+        monkeypatch.setattr(peers, "READ_RETRY_S", 0.01)
+        counted: list[None] = []
+        await check_same_store(bus, settings.store, unread=lambda: counted.append(None))
+        assert len(counted) == 1
+    finally:
+        await bus.close()
