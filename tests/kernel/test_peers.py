@@ -92,34 +92,31 @@ async def test_a_heartbeat_read_that_fails_once_is_made_again_and_the_other_stor
         await bus.close()
 
 
+@pytest.fixture
+async def unreadable(settings: Settings, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A bus whose heartbeat bucket never answers in time."""
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+
+    async def never(bucket: str):  # type: ignore[no-untyped-def]
+        raise TimeoutError("nats: timeout")
+
+    monkeypatch.setattr(bus.js, "key_value", never)
+    monkeypatch.setattr(peers, "READ_RETRY_S", 0.01)
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
 async def test_heartbeats_that_cannot_be_read_are_said_in_a_warning_not_taken_for_no_worker(
-        settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
-    try:
-        async def never(bucket: str):  # type: ignore[no-untyped-def]
-            raise TimeoutError("nats: timeout")
-
-        monkeypatch.setattr(bus.js, "key_value", never)
-        monkeypatch.setattr(peers, "READ_RETRY_S", 0.01)
-        with caplog.at_level(logging.INFO, logger=peers.log.name):
-            await check_same_store(bus, settings.store)
-        assert f"could not read the workers' heartbeats (TimeoutError: nats: timeout) in {peers.READ_ATTEMPTS} tries" \
-            in caplog.text
-    finally:
-        await bus.close()
+        unreadable: Bus, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger=peers.log.name):
+        await check_same_store(unreadable, settings.store)
+    assert f"could not read the workers' heartbeats (TimeoutError: nats: timeout) in {peers.READ_ATTEMPTS} tries" \
+        in caplog.text
 
 
-async def test_a_check_that_could_not_read_the_heartbeats_is_counted(
-        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
-    try:
-        async def never(bucket: str):  # type: ignore[no-untyped-def]
-            raise TimeoutError("nats: timeout")
-
-        monkeypatch.setattr(bus.js, "key_value", never)
-        monkeypatch.setattr(peers, "READ_RETRY_S", 0.01)
-        counted: list[None] = []
-        await check_same_store(bus, settings.store, unread=lambda: counted.append(None))
-        assert len(counted) == 1
-    finally:
-        await bus.close()
+async def test_a_check_that_could_not_read_the_heartbeats_is_counted(unreadable: Bus, settings: Settings) -> None:
+    counted: list[None] = []
+    await check_same_store(unreadable, settings.store, unread=lambda: counted.append(None))
+    assert len(counted) == 1
