@@ -438,8 +438,9 @@ def _settings_file(tmpd: Path, url: str) -> Path:
     return path
 
 
-async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegraph") -> dict[str, float]:
-    from bench_pipeline import RELAY_SKILL, _direct, _request, closed_loop, fill
+async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegraph",
+                         kinds: tuple[str, ...] = ("enriched", "new_user", "relay")) -> dict[str, float]:
+    from bench_pipeline import NEW_USER, RELAY_SKILL, _direct, _request, closed_loop, fill
 
     from mnemobus.shared import subjects
     from mnemobus.bus.connection import Bus
@@ -476,21 +477,27 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
                                                               "plugin.collapsed.txt"))],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 time.sleep(1.0)
-            cpu = {"enriched": 0.0, "relay": 0.0}
-            loop_cpu = {"enriched": 0.0, "relay": 0.0}  # the event loop's thread alone (its tid is the pid)
-            lat: dict[str, list[float]] = {"enriched": [], "relay": [], "bare": []}
+            makers = {"enriched": lambda i: _request(i, "bench"),
+                      # a user nobody has written to: all of memory's work but the finding
+                      "new_user": lambda i: _request(i, "bench", user=NEW_USER),
+                      "relay": lambda i: _request(i, "bench", RELAY_SKILL)}
+            cpu = dict.fromkeys(makers, 0.0)
+            loop_cpu = dict.fromkeys(makers, 0.0)  # the event loop's thread alone (its tid is the pid)
+            lat: dict[str, list[float]] = {kind: [] for kind in (*makers, "bare")}
             block = 50
-            for start in range(0, n, block):  # alternated, so both see the same machine
-                for kind, make in (("enriched", lambda i: _request(i, "bench")),
-                                   ("relay", lambda i: _request(i, "bench", RELAY_SKILL))):
+            for start in range(0, n, block):  # alternated, so all see the same machine
+                for kind, make in ((k, makers[k]) for k in kinds):
                     before, loop_before = cpu_seconds(proc.pid), cpu_seconds(proc.pid, proc.pid)
                     lat[kind] += await closed_loop(bus, subjects.SKILL_REQUEST, lambda i, s=start, m=make: m(s + i), block)
                     cpu[kind] += cpu_seconds(proc.pid) - before
                     loop_cpu[kind] += cpu_seconds(proc.pid, proc.pid) - loop_before
                 lat["bare"] += await closed_loop(bus, subjects.skill_execute("bench"), _direct, block)
             await bus.close()
+            for kind in makers:  # a kind not sent (--kinds) reads as nothing, not as a failed percentile
+                lat[kind] = lat[kind] or [0.0]
             figures.update({
                 "plugin_cpu_ms_per_request_enriched": round(1000 * cpu["enriched"] / n, 3),
+                "plugin_cpu_ms_per_request_new_user": round(1000 * cpu["new_user"] / n, 3),
                 "plugin_cpu_ms_per_request_relay_only": round(1000 * cpu["relay"] / n, 3),
                 "memory_cpu_ms_per_request": round(1000 * (cpu["enriched"] - cpu["relay"]) / n, 3),
                 # where an enriched request's CPU runs: the event loop (bus, envelopes, the plugin's steps) or the
@@ -500,6 +507,7 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
                     round(1000 * (cpu["enriched"] - loop_cpu["enriched"]) / n, 3),
                 "loop_thread_cpu_ms_per_request_relay_only": round(1000 * loop_cpu["relay"] / n, 3),
                 "enriched_p50_ms": round(1000 * percentile(lat["enriched"], 50), 3),
+                "new_user_p50_ms": round(1000 * percentile(lat["new_user"], 50), 3),
                 "relay_only_p50_ms": round(1000 * percentile(lat["relay"], 50), 3),
                 "bare_relay_p50_ms": round(1000 * percentile(lat["bare"], 50), 3),
                 "added_p50_ms": round(1000 * (percentile(lat["enriched"], 50) - percentile(lat["bare"], 50)), 3),
@@ -516,13 +524,95 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
     return figures
 
 
+async def relay_floor(rate: float, seconds: float, rounds: int) -> dict[str, float]:
+    """CPU a request of the plugin's relay beside the same hops on bare nats-py (`relay_floor_server.py`), open loop.
+
+    Open loop at a rate well under capacity, as bench-pipeline's CPU step: each request wakes an idle process, which
+    is what a request costs in production, where a closed loop's back-to-back requests find the caches warm. The
+    kinds run in turn for `seconds` each, `rounds` times, so all see the same machine."""
+    from bench_pipeline import JOSH, NEW_USER, RELAY_SKILL, _request, closed_loop, fill
+
+    from mnemobus.bus.connection import Bus
+    from mnemobus.bus.server import EmbeddedNatsServer
+    from mnemobus.shared import subjects
+    from mnemobus.shared.config import load_settings
+    from mnemobus.shared.groups import GroupId
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="mnemobus-floor-") as tmp:
+        tmpd = Path(tmp)
+        server = EmbeddedNatsServer(tmpd / "nats")
+        server.start()
+        settings_path = _settings_file(tmpd, server.url or "")
+        settings = load_settings(settings_path)
+        if not (CACHE / "plugin.sqlite3.filled").exists():
+            for p in CACHE.glob("plugin.sqlite3*"):
+                p.unlink()
+            figures.update(await fill(settings, [GroupId("user_josh"), GroupId("agent_bench__user_josh")]))
+            (CACHE / "plugin.sqlite3.filled").write_text("1")
+        here = Path(__file__).parent
+        plugin = subprocess.Popen([sys.executable, str(here / "pipeline_server.py"), str(settings_path)],
+                                  stdout=subprocess.PIPE, text=True)
+        floor = subprocess.Popen([sys.executable, str(here / "relay_floor_server.py"), server.url or ""],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            for proc in (plugin, floor):
+                assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+            bus = await Bus.connect(server.url or "", settings.nats, name="floor")
+            await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), 100)  # warm
+            kinds = {  # name: (subject, request, headers, the process that serves it)
+                "plugin_relay_only": (subjects.SKILL_REQUEST, lambda i: _request(i, "bench", RELAY_SKILL), None, plugin),
+                "plugin_new_user": (subjects.SKILL_REQUEST, lambda i: _request(i, "bench", user=NEW_USER), None, plugin),
+                "plugin_enriched": (subjects.SKILL_REQUEST, lambda i: _request(i, "bench", user=JOSH), None, plugin),
+                "bare_relay": ("floor.request", lambda i: _request(i, "bench", RELAY_SKILL), None, floor),
+                "bare_relay_acked": ("floor.request", lambda i: _request(i, "bench", RELAY_SKILL), {"acked": "1"}, floor),
+            }
+            cpu = dict.fromkeys(kinds, 0.0)
+            sent = dict.fromkeys(kinds, 0)
+            for _ in range(rounds):
+                for kind, (subject, make, headers, proc) in kinds.items():
+                    before = cpu_seconds(proc.pid)
+                    sent[kind] += await _open_loop(bus, subject, make, headers, rate, seconds)
+                    cpu[kind] += cpu_seconds(proc.pid) - before
+            await bus.close()
+        finally:
+            for proc in (plugin, floor):
+                proc.terminate()
+                proc.wait(timeout=60)
+            server.stop()
+    figures.update({f"cpu_ms_per_request_{kind}": round(1000 * cpu[kind] / max(1, sent[kind]), 3) for kind in kinds})
+    figures["relay_overhead_over_bare_ms"] = round(
+        figures["cpu_ms_per_request_plugin_relay_only"] - figures["cpu_ms_per_request_bare_relay"], 3)
+    figures.update({"rate_rps": rate, "seconds_per_block": seconds, "rounds": rounds})
+    return figures
+
+
+async def _open_loop(bus, subject: str, make, headers: dict[str, str] | None, rate: float, seconds: float) -> int:
+    """Requests at `rate` for `seconds`, each answered before the block ends; how many were sent."""
+    import anyio
+
+    started = time.perf_counter()
+    i = 0
+    async with anyio.create_task_group() as tg:
+        while time.perf_counter() - started < seconds:
+            target = started + i / rate
+            if (now := time.perf_counter()) < target:
+                await anyio.sleep(target - now)
+            tg.start_soon(lambda data: bus.request(subject, data, 5, headers=headers), make(i))
+            i += 1
+    return i
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements", "sql", "bounds"])
+    ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements", "sql", "bounds", "floor"])
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--blocks", type=int, default=8, help="bounds: blocks each way, alternated")
     ap.add_argument("--pyspy", action="store_true", help="plugin: sample the plugin process with py-spy; recall: "
                     "run under py-spy (figures are then not written)")
+    ap.add_argument("--kinds", default="enriched,new_user,relay",
+                    help="plugin: which requests to send (with --pyspy, sample only these)")
     ap.add_argument("--pyspy-format", choices=["flamegraph", "raw"], default="flamegraph",
                     help="raw: collapsed stacks (bench/profiles/plugin.collapsed.txt) for bench/stacks.py")
     args = ap.parse_args()
@@ -536,15 +626,18 @@ def main() -> None:
         figures = asyncio.run(sql_costs(args.n))
     elif args.what == "bounds":
         figures = asyncio.run(bounds(args.n, args.blocks))
+    elif args.what == "floor":
+        figures = asyncio.run(relay_floor(rate=50.0, seconds=6.0, rounds=args.blocks))
     else:
-        figures = asyncio.run(profile_plugin(args.n, args.pyspy, args.pyspy_format))
+        figures = asyncio.run(profile_plugin(args.n, args.pyspy, args.pyspy_format, tuple(args.kinds.split(","))))
     figures["load_avg_1m"] = round(os.getloadavg()[0], 2)
     print_table(f"profile {args.what}", figures)
     if not args.pyspy:
         write_results(f"profile_{args.what}", figures, baseline="relay-only requests through the same plugin "
                       "process, alternated blocks" if args.what == "plugin" else "the same recalls with the read "
                       "not memoised, alternated blocks in one process" if args.what == "bounds"
-                      else "none (CPU per recall)")
+                      else "the same hops on bare nats-py (relay_floor_server.py), blocks in turn, same run"
+                      if args.what == "floor" else "none (CPU per recall)")
 
 
 if __name__ == "__main__":
