@@ -7,6 +7,7 @@ reason; the endpoint keeps serving whatever one message did.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -85,6 +86,11 @@ class MessageContext:
 
 
 class Endpoint:
+    """One route's subscription and the workers that run its handler, at most `route.max_inflight` at once.
+
+    A worker handles one message after another, so a context variable a handler sets is still set for the next
+    message that worker takes: a handler that sets one resets it (`var.reset(token)`) before it returns."""
+
     def __init__(self, route: Route, bus: Bus, metrics: PipelineMetrics, dlq: DeadLetterPublisher,
                  tg: TaskGroup, *, max_bytes: int) -> None:
         self.route = route
@@ -97,11 +103,24 @@ class Endpoint:
         # this endpoint's series, looked up once rather than per message
         self._handler_seconds = metrics.handler_seconds.labels(endpoint=route.name)
         self._queued_seconds = metrics.queued_seconds.labels(endpoint=route.name)
+        self._outcomes: dict[str, Any] = {}  # outcome -> its series, each looked up the first time it happens
         self._sub: Any = None
-        self._idle = anyio.Event()
-        self._idle.set()
         self._inflight = 0
+        self._drained: anyio.Event | None = None  # made by drain() only: an event a message cost ~0.1 ms cold
+        # the handlers' workers: a message goes to one waiting for work; a new one is started only when none is.
+        # Why not a task a message: anyio's start_soon (and an Event to say idle) cost 0.15-0.2 ms of CPU a
+        # message in a process woken for it, ~10% of the plugin's relay (docs/performance.md, after stop 54).
+        # An asyncio queue, not an anyio stream: the bus runs on asyncio (nats-py), and the stream's receive
+        # costs as much as the spawn it replaces
+        self._work: asyncio.Queue[tuple[Msg, object, float] | None] = asyncio.Queue()
+        self._workers = 0
+        self._waiting = 0  # workers blocked on the queue; those beyond the messages queued are free
         self.last_error: str | None = None
+
+    @property
+    def workers(self) -> int:
+        """The worker tasks this endpoint keeps: as many as it ever had messages in flight at once, none once drained."""
+        return self._workers
 
     async def start(self) -> None:
         self._sub = await self.bus.subscribe(self.route.subject, self._on_message, queue=self.route.queue)
@@ -113,10 +132,39 @@ class Endpoint:
         # wait is measured (`MessageContext.queued_s`); past the limit the wait is here, not in the task, which
         # leaves excess messages queued in the subscription: backpressure
         await acquire_at_once(self.limiter, token)
-        if self._inflight == 0:
-            self._idle = anyio.Event()
         self._inflight += 1
-        self.tg.start_soon(self._run, msg, token, arrived)
+        if self._waiting > self._work.qsize():  # a worker is free: it takes this message
+            self._work.put_nowait((msg, token, arrived))
+        else:  # every worker is busy (or there is none yet): one more, kept for the messages after this one
+            self._workers += 1
+            self.tg.start_soon(self._worker, (msg, token, arrived))
+
+    async def _worker(self, job: tuple[Msg, object, float] | None) -> None:
+        """Handles one message after another until drain() says stop (None)."""
+        try:
+            while job is not None:
+                await self._run(*job)
+                self._waiting += 1
+                try:
+                    job = await self._work.get()
+                finally:
+                    self._waiting -= 1
+        finally:
+            self._workers -= 1
+            if self._workers == 0:  # cancelled: what no worker will take frees its slot, or drain would wait for it
+                self._abandon_queued()
+
+    def _abandon_queued(self) -> None:
+        while not self._work.empty():
+            if (job := self._work.get_nowait()) is None:
+                continue
+            msg, token, _ = job
+            log.warning("endpoint %s stopped before handling a message from %s", self.route.name, msg.subject)
+            self.metrics.messages.labels(endpoint=self.route.name, outcome="abandoned").inc()
+            self._inflight -= 1
+            self.limiter.release_on_behalf_of(token)
+        if self._inflight == 0 and self._drained is not None:
+            self._drained.set()
 
     async def _run(self, msg: Msg, token: object, arrived: float) -> None:
         started = time.perf_counter()
@@ -141,14 +189,17 @@ class Endpoint:
         try:
             outcome = "ok" if rejection is None else ("error" if rejection[0] == "handler_error" else "invalid")
             # counted before the error reply goes out, so whoever reads the reply sees the count
-            self.metrics.messages.labels(endpoint=self.route.name, outcome=outcome).inc()
+            if (counted := self._outcomes.get(outcome)) is None:
+                counted = self._outcomes[outcome] = self.metrics.messages.labels(endpoint=self.route.name,
+                                                                                outcome=outcome)
+            counted.inc()
             self._handler_seconds.observe(time.perf_counter() - started)
             if rejection is not None:
                 await self._reject(ctx, *rejection)
         finally:
             self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
+            if self._inflight == 0 and self._drained is not None:
+                self._drained.set()
             self.limiter.release_on_behalf_of(token)
 
     async def _reject(self, ctx: MessageContext, reason: str, detail: str) -> None:
@@ -174,7 +225,11 @@ class Endpoint:
                 await self._sub.drain()
             except Exception as exc:
                 log.warning("unsubscribe of %s failed: %s", self.route.subject, exc)
-        with anyio.move_on_after(timeout_s) as scope:
-            await self._idle.wait()
-        if scope.cancelled_caught:
-            log.warning("%d handler(s) of %s still running after %ss", self._inflight, self.route.name, timeout_s)
+        if self._inflight:
+            self._drained = anyio.Event()
+            with anyio.move_on_after(timeout_s) as scope:
+                await self._drained.wait()
+            if scope.cancelled_caught:
+                log.warning("%d handler(s) of %s still running after %ss", self._inflight, self.route.name, timeout_s)
+        for _ in range(self._workers):  # each ends after the message it holds, if any: a task group can close
+            self._work.put_nowait(None)

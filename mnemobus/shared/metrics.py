@@ -21,7 +21,8 @@ class PipelineMetrics:
             "by kind (permissions_violation: a role published or subscribed outside its permissions)", ["kind"],
             registry=r)
         self.messages = Counter(
-            "mnemobus_messages_total", "Messages handled per endpoint and outcome (ok, invalid, error)",
+            "mnemobus_messages_total", "Messages handled per endpoint and outcome (ok, invalid, error; abandoned: "
+            "taken off the bus but not handled, the endpoint cancelled first)",
             ["endpoint", "outcome"], registry=r)
         self.handler_seconds = Histogram(
             "mnemobus_handler_duration_seconds", "Handler time per endpoint", ["endpoint"],
