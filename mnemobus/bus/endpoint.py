@@ -119,7 +119,7 @@ class Endpoint:
 
     @property
     def workers(self) -> int:
-        """The worker tasks this endpoint keeps: as many as it ever had messages in flight at once, none once drained."""
+        """The worker tasks this endpoint keeps: the most messages it had in flight at once; none once drained."""
         return self._workers
 
     async def start(self) -> None:
