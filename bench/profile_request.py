@@ -438,29 +438,46 @@ def _settings_file(tmpd: Path, url: str) -> Path:
     return path
 
 
+async def _started(tmpd: Path):
+    """A nats-server of its own, the settings the plugin bench's processes read, and the filled store (with the fill's
+    figures when it was filled now); the caller stops the server."""
+    from mnemobus.bus.server import EmbeddedNatsServer
+    from mnemobus.shared.config import load_settings
+
+    server = EmbeddedNatsServer(tmpd / "nats")
+    server.start()
+    settings_path = _settings_file(tmpd, server.url or "")
+    settings = load_settings(settings_path)
+    return server, settings_path, settings, await _filled(settings)
+
+
+async def _filled(settings) -> dict[str, float]:
+    """The plugin bench's store under CACHE, filled once (bench-pipeline's fill) and kept for later runs."""
+    from bench_pipeline import fill
+
+    from mnemobus.shared.groups import GroupId
+
+    if (CACHE / "plugin.sqlite3.filled").exists():
+        return {}
+    for p in CACHE.glob("plugin.sqlite3*"):
+        p.unlink()
+    figures = await fill(settings, [GroupId("user_josh"), GroupId("agent_bench__user_josh")])
+    (CACHE / "plugin.sqlite3.filled").write_text("1")
+    return figures
+
+
 async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegraph",
                          kinds: tuple[str, ...] = ("enriched", "new_user", "relay")) -> dict[str, float]:
-    from bench_pipeline import NEW_USER, RELAY_SKILL, _direct, _request, closed_loop, fill
+    from bench_pipeline import NEW_USER, RELAY_SKILL, _direct, _request, closed_loop
 
     from mnemobus.shared import subjects
     from mnemobus.bus.connection import Bus
-    from mnemobus.bus.server import EmbeddedNatsServer
-    from mnemobus.shared.config import load_settings
-    from mnemobus.shared.groups import GroupId
 
     CACHE.mkdir(parents=True, exist_ok=True)
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="mnemobus-profile-") as tmp:
-        tmpd = Path(tmp)
-        server = EmbeddedNatsServer(tmpd / "nats")
-        server.start()
-        settings_path = _settings_file(tmpd, server.url or "")
-        settings = load_settings(settings_path)
-        if not (CACHE / "plugin.sqlite3.filled").exists():
-            for p in CACHE.glob("plugin.sqlite3*"):
-                p.unlink()
-            figures.update(await fill(settings, [GroupId("user_josh"), GroupId("agent_bench__user_josh")]))
-            (CACHE / "plugin.sqlite3.filled").write_text("1")
+        server, settings_path, settings, filled = await _started(Path(tmp))
+        figures.update(filled)
         proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "pipeline_server.py"), str(settings_path)],
                                 stdout=subprocess.PIPE, text=True)
         spy = None
@@ -530,27 +547,16 @@ async def relay_floor(rate: float, seconds: float, rounds: int) -> dict[str, flo
     Open loop at a rate well under capacity, as bench-pipeline's CPU step: each request wakes an idle process, which
     is what a request costs in production, where a closed loop's back-to-back requests find the caches warm. The
     kinds run in turn for `seconds` each, `rounds` times, so all see the same machine."""
-    from bench_pipeline import JOSH, NEW_USER, RELAY_SKILL, _request, closed_loop, fill
+    from bench_pipeline import JOSH, NEW_USER, RELAY_SKILL, _request, closed_loop
 
     from mnemobus.bus.connection import Bus
-    from mnemobus.bus.server import EmbeddedNatsServer
     from mnemobus.shared import subjects
-    from mnemobus.shared.config import load_settings
-    from mnemobus.shared.groups import GroupId
 
     CACHE.mkdir(parents=True, exist_ok=True)
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="mnemobus-floor-") as tmp:
-        tmpd = Path(tmp)
-        server = EmbeddedNatsServer(tmpd / "nats")
-        server.start()
-        settings_path = _settings_file(tmpd, server.url or "")
-        settings = load_settings(settings_path)
-        if not (CACHE / "plugin.sqlite3.filled").exists():
-            for p in CACHE.glob("plugin.sqlite3*"):
-                p.unlink()
-            figures.update(await fill(settings, [GroupId("user_josh"), GroupId("agent_bench__user_josh")]))
-            (CACHE / "plugin.sqlite3.filled").write_text("1")
+        server, settings_path, settings, filled = await _started(Path(tmp))
+        figures.update(filled)
         here = Path(__file__).parent
         plugin = subprocess.Popen([sys.executable, str(here / "pipeline_server.py"), str(settings_path)],
                                   stdout=subprocess.PIPE, text=True)
