@@ -160,11 +160,20 @@ class Endpoint:
                 continue
             msg, token, _ = job
             log.warning("endpoint %s stopped before handling a message from %s", self.route.name, msg.subject)
-            self.metrics.messages.labels(endpoint=self.route.name, outcome="abandoned").inc()
-            self._inflight -= 1
-            self.limiter.release_on_behalf_of(token)
+            self._count("abandoned")
+            self._finished(token)
+
+    def _count(self, outcome: str) -> None:
+        if (counted := self._outcomes.get(outcome)) is None:
+            counted = self._outcomes[outcome] = self.metrics.messages.labels(endpoint=self.route.name, outcome=outcome)
+        counted.inc()
+
+    def _finished(self, token: object) -> None:
+        """A message is done with (handled or abandoned): its slot is free, and a waiting drain hears of the last."""
+        self._inflight -= 1
         if self._inflight == 0 and self._drained is not None:
             self._drained.set()
+        self.limiter.release_on_behalf_of(token)
 
     async def _run(self, msg: Msg, token: object, arrived: float) -> None:
         started = time.perf_counter()
@@ -189,18 +198,12 @@ class Endpoint:
         try:
             outcome = "ok" if rejection is None else ("error" if rejection[0] == "handler_error" else "invalid")
             # counted before the error reply goes out, so whoever reads the reply sees the count
-            if (counted := self._outcomes.get(outcome)) is None:
-                counted = self._outcomes[outcome] = self.metrics.messages.labels(endpoint=self.route.name,
-                                                                                outcome=outcome)
-            counted.inc()
+            self._count(outcome)
             self._handler_seconds.observe(time.perf_counter() - started)
             if rejection is not None:
                 await self._reject(ctx, *rejection)
         finally:
-            self._inflight -= 1
-            if self._inflight == 0 and self._drained is not None:
-                self._drained.set()
-            self.limiter.release_on_behalf_of(token)
+            self._finished(token)
 
     async def _reject(self, ctx: MessageContext, reason: str, detail: str) -> None:
         self.last_error = f"{reason}: {detail}"
