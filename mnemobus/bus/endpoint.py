@@ -180,7 +180,23 @@ class Endpoint:
         ctx = MessageContext(msg.subject, msg.reply or None, dict(msg.headers or {}), msg.data, self.bus,
                              queued_s=started - arrived)
         self._queued_seconds.observe(ctx.queued_s)
-        rejection: tuple[str, str] | None = None
+        outcome = "abandoned"  # until the handler has returned: cancelled (the runner stopped without draining)
+        try:
+            rejection = await self._handled(msg, ctx)
+            outcome = "ok" if rejection is None else ("error" if rejection[0] == "handler_error" else "invalid")
+            # counted before the error reply goes out, so whoever reads the reply sees the count
+            self._count(outcome)
+            self._handler_seconds.observe(time.perf_counter() - started)
+            if rejection is not None:
+                await self._reject(ctx, *rejection)
+        finally:
+            if outcome == "abandoned":  # its slot is freed all the same, or a later drain would wait for it
+                log.warning("endpoint %s stopped while handling a message from %s", self.route.name, msg.subject)
+                self._count("abandoned")
+            self._finished(token)
+
+    async def _handled(self, msg: Msg, ctx: MessageContext) -> tuple[str, str] | None:
+        """Runs the handler and sends its reply; why the message was rejected, or None."""
         try:
             if ctx.reply and (role := forged_reply(msg.subject, ctx.reply)) is not None:
                 ctx.reply = None  # never answered: the reply would land in the inbox of a role that did not ask
@@ -191,19 +207,11 @@ class Endpoint:
             if result is not None and ctx.reply:
                 await self.bus.publish(ctx.reply, result.model_dump_json(by_alias=True, exclude_none=True).encode())
         except InvalidMessage as exc:
-            rejection = (exc.reason, exc.detail)
+            return exc.reason, exc.detail
         except Exception as exc:  # one bad message must never stop the endpoint
             log.exception("handler %s failed on a message from %s", self.route.name, msg.subject)
-            rejection = ("handler_error", f"{type(exc).__name__}: {exc}")
-        try:
-            outcome = "ok" if rejection is None else ("error" if rejection[0] == "handler_error" else "invalid")
-            # counted before the error reply goes out, so whoever reads the reply sees the count
-            self._count(outcome)
-            self._handler_seconds.observe(time.perf_counter() - started)
-            if rejection is not None:
-                await self._reject(ctx, *rejection)
-        finally:
-            self._finished(token)
+            return "handler_error", f"{type(exc).__name__}: {exc}"
+        return None
 
     async def _reject(self, ctx: MessageContext, reason: str, detail: str) -> None:
         self.last_error = f"{reason}: {detail}"

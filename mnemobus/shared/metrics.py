@@ -22,7 +22,7 @@ class PipelineMetrics:
             registry=r)
         self.messages = Counter(
             "mnemobus_messages_total", "Messages handled per endpoint and outcome (ok, invalid, error; abandoned: "
-            "taken off the bus but not handled, the endpoint cancelled first)",
+            "taken off the bus, and the endpoint cancelled before its handler returned)",
             ["endpoint", "outcome"], registry=r)
         self.handler_seconds = Histogram(
             "mnemobus_handler_duration_seconds", "Handler time per endpoint", ["endpoint"],

@@ -1,5 +1,6 @@
 """An endpoint runs its handler on workers it keeps: a burst still runs at once, up to the route's limit, messages one
-after another reuse one worker, and stopping ends them all (the runner returns)."""
+after another reuse one worker, stopping ends them all (the runner returns), and a message whose handler is cancelled
+is still counted and frees its slot."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
+from mnemobus.bus.deadletter import DeadLetterPublisher
 from mnemobus.bus.endpoint import Endpoint, MessageContext
 from mnemobus.bus.router import Router
 from mnemobus.kernel.app import open_runtime
@@ -115,3 +117,24 @@ async def test_stopping_ends_every_worker_and_the_runner_returns(settings):
                     await anyio.sleep(0.01)
                 plugin.release.set()
     assert endpoint.workers == 0
+
+
+
+async def test_a_message_whose_handler_is_cancelled_frees_its_slot_and_is_counted_abandoned(settings):
+    """A runner cancelled without draining (a drain past its timeout, a crash around it): the handler never returns,
+    and its message still frees its slot and is counted, or the next drain would wait for it to its timeout."""
+    plugin = Held()  # never released: the message is in its handler when the runner is cancelled
+    (route,) = plugin.router.routes
+    async with open_runtime(settings, need_engine=False) as rt:
+        async with anyio.create_task_group() as tg:
+            endpoint = Endpoint(route, rt.bus, rt.metrics, DeadLetterPublisher(rt.bus, rt.metrics), tg, max_bytes=10_000)
+            await endpoint.start()
+            await rt.bus.publish(SUBJECT, Ping(n=1).to_wire())
+            with anyio.fail_after(10):
+                while plugin.holding == 0:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        abandoned = rt.metrics.messages.labels(endpoint=route.name, outcome="abandoned")._value.get()
+        assert (abandoned, plugin.holding, endpoint.workers, endpoint.limiter.borrowed_tokens) == (1, 0, 0, 0)
+        with anyio.fail_after(5):
+            await endpoint.drain(timeout_s=30)  # nothing in flight: returns at once
