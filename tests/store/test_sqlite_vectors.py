@@ -38,7 +38,7 @@ def _db(path: Path, rows: np.ndarray, group: str = "g", start: int = 0) -> sqlit
     return conn
 
 
-def test_indexed_search_finds_what_an_exact_scan_finds_with_true_scores(tmp_path: Path) -> None:
+def test_indexed_search_finds_what_an_exact_scan_finds_with_scores_within_1e_4(tmp_path: Path) -> None:
     rows = _clustered(3000)
     conn = _db(tmp_path / "v.db", rows)
     exact = VectorCache(DIM, 1 << 30, ann_min_rows=10**9)
@@ -50,7 +50,7 @@ def test_indexed_search_finds_what_an_exact_scan_finds_with_true_scores(tmp_path
         got = indexed.search(conn, "facts", "g", q, 10)
         agree += len({i for i, _ in want} & {i for i, _ in got})
         for i, score in got:
-            assert score == pytest.approx(float(rows[int(i[1:])] @ q), abs=1e-5)
+            assert score == pytest.approx(float(rows[int(i[1:])] @ q), abs=1e-4)  # half-precision lists
     assert indexed._mats[("facts", "g")].ann is not None
     assert agree / (10 * len(queries)) >= 0.9
 
@@ -63,7 +63,7 @@ def test_rows_written_after_the_index_was_built_are_found(tmp_path: Path) -> Non
     late = _clustered(1, seed=42)
     _db(tmp_path / "v.db", late, start=len(rows)).close()
     (top, score), *_ = cache.search(conn, "facts", "g", late[0], 5)
-    assert top == f"f{len(rows)}" and score == pytest.approx(1.0, abs=1e-5)
+    assert top == f"f{len(rows)}" and score == pytest.approx(1.0, abs=1e-4)
 
 
 def test_a_background_build_leaves_exact_answers_until_it_is_ready(tmp_path: Path) -> None:
