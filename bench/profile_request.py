@@ -17,7 +17,10 @@ Run: `.venv/bin/python bench/profile_request.py plugin|recall|breakdown|statemen
 - `breakdown`: the plugin's steps for one enriched request, in process on the `plugin` run's filled store, each
   timed on the CPU clock of the thread it runs on (recall's reads run on one worker thread): envelope parsing
   and validation, identity, query embedding, each store read, fusion and the rest of recall, top-k, rendering,
-  the enriched envelope, the episode envelopes. Figures go to bench/results/profile_breakdown.json.
+  the enriched envelope, the episode envelopes. `--evict-mb 64`: 64 MB written between requests, so each finds
+  the caches cold, as a request does in a process woken for it (bench-pipeline's open-loop CPU step): the parts
+  whose data is large (vectors, index pages) cost two to three times their warm figure there. Figures go to
+  bench/results/profile_breakdown.json.
 - `statements`: the SQL statements a recall sends on that store and its three groups (FTS5's own apart).
   Figures go to bench/results/profile_statements.json.
 - `sql`: the CPU a recall spends in each kind of SQL statement on that store (each statement run to its last
@@ -120,10 +123,13 @@ def _timed(spent: dict[str, float], name: str, fn, clock=time.thread_time):  # t
     return wrapper
 
 
-async def breakdown(n: int) -> dict[str, float]:
+async def breakdown(n: int, evict_mb: int = 0) -> dict[str, float]:
     """Each step of the plugin's work for one enriched request, in process on the plugin bench's filled store:
     CPU microseconds a request, per step. The bus's own work (sockets, the client library) is not here: the
     py-spy profile of the plugin process shows its share."""
+    import threading
+
+    import numpy as np
     from bench_pipeline import _request
 
     from mnemobus.bus.endpoint import parse_message
@@ -149,8 +155,14 @@ async def breakdown(n: int) -> dict[str, float]:
         engine.embedder.embed = _timed(spent, "query_embedding", engine.embedder.embed)  # type: ignore[method-assign]
         run_reads = store.run_reads
 
+        loop_thread = threading.get_ident()
+
         async def timed_reads(work, prepare):  # type: ignore[no-untyped-def]
-            return await run_reads(_timed(spent, "recall_worker_thread", work), prepare)
+            def where(*a):  # type: ignore[no-untyped-def]
+                # on the loop (a loaded group's reads) recall_total holds their time; on a thread it does not
+                off = threading.get_ident() != loop_thread
+                return _timed(spent, "recall_worker_thread" if off else "recall_reads_on_loop", work)(*a)
+            return await run_reads(where, prepare)
 
         store.run_reads = timed_reads  # type: ignore[method-assign]
         wire = [_request(i, "bench") for i in range(n)]
@@ -195,19 +207,26 @@ async def breakdown(n: int) -> dict[str, float]:
         for data in wire[:50]:
             await one(data)
         spent.clear()
-        t = time.process_time()
+        # float64 items, 8 to a 64-byte cache line: a write to each line between requests leaves the caches holding
+        # none of a request's data, as a request finds them in a process woken for it (bench-pipeline's CPU step)
+        evicting = np.ones(evict_mb << 17) if evict_mb else None
+        total = 0.0
         for data in wire:
+            if evicting is not None:
+                evicting[::8] += 1.0
+            t = time.process_time()
             await one(data)
-        total = time.process_time() - t
+            total += time.process_time() - t
         await engine.close()
     per = {k: round(1e6 * v / n, 1) for k, v in spent.items()}
     store_total = sum(v for k, v in per.items() if k in STORE_STEPS and k != "mark_retrieved")
     out = {f"us_{k}": v for k, v in sorted(per.items(), key=lambda kv: -kv[1])}
     out["us_recall_store_reads"] = round(store_total, 1)
-    out["us_recall_fusion_scoring_rest"] = round(per["recall_total"] + per["recall_worker_thread"] - store_total
+    out["us_recall_fusion_scoring_rest"] = round(per["recall_total"] + per.get("recall_worker_thread", 0.0) - store_total
                                                  - per.get("mark_retrieved", 0), 1)
     out["us_process_cpu_per_request"] = round(1e6 * total / n, 1)
     out["recalled_groups"] = len(who_groups(identity))
+    out["evicted_mb_between_requests"] = evict_mb
     return out
 
 
@@ -614,6 +633,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements", "sql", "bounds", "floor"])
     ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--evict-mb", type=int, default=0, help="breakdown: write this many MB between requests, so each "
+                    "finds the caches cold, as in a process woken for it (64 is several times this machine's cache)")
     ap.add_argument("--blocks", type=int, default=8, help="bounds: blocks each way, alternated")
     ap.add_argument("--pyspy", action="store_true", help="plugin: sample the plugin process with py-spy; recall: "
                     "run under py-spy (figures are then not written)")
@@ -625,7 +646,7 @@ def main() -> None:
     if args.what == "recall":
         figures = asyncio.run(profile_recall(args.n))
     elif args.what == "breakdown":
-        figures = asyncio.run(breakdown(args.n))
+        figures = asyncio.run(breakdown(args.n, args.evict_mb))
     elif args.what == "statements":
         figures = asyncio.run(statements(args.n))
     elif args.what == "sql":
