@@ -81,7 +81,9 @@ async def test_one_server_error_then_an_answer_needs_no_fallback(fake, make_extr
 
 async def test_a_hanging_server_times_out_each_attempt_then_falls_back(fake, make_extractor, llm_metrics):
     fake.will(hang(30))
-    ex = make_extractor(fake.url, timeout_s=0.3, retry=RetryPolicy(max_retries=1, backoff_base_s=0.01))
+    # a second long enough for the retry to reach the server on a loaded machine: at 0.3 s it once timed out before
+    # the server had read it (fake.calls 1) in a full run
+    ex = make_extractor(fake.url, timeout_s=1.0, retry=RetryPolicy(max_retries=1, backoff_base_s=0.01))
     with anyio.fail_after(20):  # the test's own guard: a missing timeout would hang here
         got = await ex.extract(episode())
     assert got == await offline() and fake.calls == 2
