@@ -115,6 +115,10 @@ class LocalOnnxEmbedder:
         self._session = None
         self._tokenizer = None
 
+    @property
+    def tokenizer_path(self) -> Path:
+        return self._tokenizer_path
+
     def load_tokenizer(self) -> Any:
         """The model's tokenizer alone (the static embedder needs nothing more once its table exists)."""
         from tokenizers import Tokenizer

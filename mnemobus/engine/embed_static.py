@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from mnemobus.engine.embed import DIM, LocalOnnxEmbedder
+from mnemobus.engine.wordpiece import PlainWordPiece
 
 log = logging.getLogger("mnemobus.embed")
 
@@ -45,6 +46,7 @@ class StaticEmbedder:
         self._lock = threading.Lock()
         self._table: np.ndarray | None = None
         self._tokenizer = None
+        self._plain: PlainWordPiece | None = None
 
     @property
     def table_path(self) -> Path:
@@ -52,6 +54,7 @@ class StaticEmbedder:
 
     def _load(self) -> None:
         self._tokenizer = self._teacher.load_tokenizer()
+        self._plain = PlainWordPiece.for_tokenizer(self._teacher.tokenizer_path, self._teacher.max_tokens)
         if not self._path.exists():
             self._path.parent.mkdir(parents=True, exist_ok=True)
             # one build per cache directory, whichever process gets there first: another one waits for its file
@@ -82,12 +85,21 @@ class StaticEmbedder:
                 self._load()
         table = self._table
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, enc in enumerate(self._tokenizer.encode_batch(list(texts))):  # type: ignore[union-attr]
-            ids = [i for i in enc.ids if i not in _SPECIAL]
+        for row, ids in enumerate(self._token_ids(texts)):
             if ids:
                 out[row] = table[ids].mean(axis=0)  # type: ignore[index]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-9)
+
+    def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids, specials left out: plain ASCII by the fast path, the rest by the library."""
+        plain = self._plain
+        found = [plain.ids(t) if plain is not None else None for t in texts]
+        rest = [i for i, ids in enumerate(found) if ids is None]
+        if rest:
+            for i, enc in zip(rest, self._tokenizer.encode_batch([texts[i] for i in rest])):  # type: ignore[union-attr]
+                found[i] = enc.ids
+        return [[i for i in ids if i not in _SPECIAL] for ids in found]  # type: ignore[union-attr]
 
 
 def distil(teacher: LocalOnnxEmbedder, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
