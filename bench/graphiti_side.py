@@ -8,7 +8,7 @@ EpisodicNode objects through graphiti-core's own bulk writer, in batches (no LLM
 extracted, every vector is given), then times Graphiti's own search (`Graphiti.search_` with the
 EDGE_HYBRID_SEARCH_RRF recipe: BM25 + cosine over facts, RRF, no cross-encoder) on the same
 queries and groups, the query embedded by an EmbedderClient that wraps the same embedder code
-mnemobus uses: mnemobus/engine/embed.py and embed_static.py, loaded by path (registered under
+mnemobus uses: mnemobus/engine/embed.py, wordpiece.py and embed_static.py, loaded by path (registered under
 their own module names, so embed_static's `from mnemobus.engine.embed import ...` finds the
 by-path module and the engine package, with its dependencies, is never imported), built by
 bench_graphiti.make_bench_embedder from the same spec. Writes <corpus dir>/graphiti_out.json
@@ -69,7 +69,7 @@ def _load_by_path(name: str, relative: str):  # type: ignore[no-untyped-def]
 
 
 def load_embed_modules():  # type: ignore[no-untyped-def]
-    """mnemobus/engine/embed.py, embed_static.py and embedders.py by path: the very same code, without the engine package.
+    """mnemobus/engine/embed.py, wordpiece.py, embed_static.py and embedders.py by path: the very same code, without the engine package.
 
     `mnemobus` itself (a docstring and a version) and `mnemobus.shared.errors` (no imports) come from the
     project folder; `mnemobus.engine` is never imported, because both modules are in sys.modules first.
@@ -77,6 +77,7 @@ def load_embed_modules():  # type: ignore[no-untyped-def]
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     _load_by_path("mnemobus.engine.embed", "mnemobus/engine/embed.py")
+    _load_by_path("mnemobus.engine.wordpiece", "mnemobus/engine/wordpiece.py")  # embed_static's tokenizer
     _load_by_path("mnemobus.engine.embed_static", "mnemobus/engine/embed_static.py")
     return _load_by_path("mnemobus.engine.embedders", "mnemobus/engine/embedders.py")
 
