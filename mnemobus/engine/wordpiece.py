@@ -17,14 +17,16 @@ from typing import Any
 
 # a word or one punctuation mark, on lower-cased ASCII (every printable ASCII mark is punctuation to BERT)
 _PIECES = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
-# what BERT's normalizer drops (control characters) and special tokens the library matches before normalizing
-_NOT_PLAIN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\[(?:PAD|UNK|CLS|SEP|MASK)\]")
+# what BERT's normalizer drops: control characters (tab, newline and carriage return are whitespace to it)
+_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
 
 
 class PlainWordPiece:
     def __init__(self, vocab: dict[str, int], *, unk_token: str, prefix: str, max_word_chars: int,
-                 max_ids: int) -> None:
+                 max_ids: int, added: list[str]) -> None:
         self.vocab = vocab
+        # the tokenizer's added tokens ([CLS], [MASK], ...) are matched in the raw text, before normalizing
+        self._not_plain = re.compile("|".join([_CONTROL, *(re.escape(t) for t in added)]))
         self.unk = vocab[unk_token]
         self.prefix = prefix
         self.max_word_chars = max_word_chars
@@ -41,11 +43,12 @@ class PlainWordPiece:
         if not (norm.get("lowercase") and norm.get("clean_text")):
             return None
         return cls(model["vocab"], unk_token=model["unk_token"], prefix=model["continuing_subword_prefix"],
-                   max_word_chars=model["max_input_chars_per_word"], max_ids=max_tokens - 2)
+                   max_word_chars=model["max_input_chars_per_word"], max_ids=max_tokens - 2,
+                   added=[t["content"] for t in spec.get("added_tokens") or []])
 
     def ids(self, text: str) -> list[int] | None:
         """The text's token ids without [CLS] and [SEP], or None when it is not plain ASCII (the library's turn)."""
-        if not text.isascii() or _NOT_PLAIN.search(text):
+        if not text.isascii() or self._not_plain.search(text):
             return None
         out: list[int] = []
         for word in _PIECES.findall(text.lower()):
