@@ -159,9 +159,13 @@ class Endpoint:
             if (job := self._work.get_nowait()) is None:
                 continue
             msg, token, _ = job
-            log.warning("endpoint %s stopped before handling a message from %s", self.route.name, msg.subject)
-            self._count("abandoned")
+            self._abandoned(msg, "before handling")
             self._finished(token)
+
+    def _abandoned(self, msg: Msg, when: str) -> None:
+        """A message the endpoint was cancelled (stopped without draining) before finishing: logged and counted."""
+        log.warning("endpoint %s stopped %s a message from %s", self.route.name, when, msg.subject)
+        self._count("abandoned")
 
     def _count(self, outcome: str) -> None:
         if (counted := self._outcomes.get(outcome)) is None:
@@ -191,8 +195,7 @@ class Endpoint:
                 await self._reject(ctx, *rejection)
         finally:
             if outcome == "abandoned":  # its slot is freed all the same, or a later drain would wait for it
-                log.warning("endpoint %s stopped while handling a message from %s", self.route.name, msg.subject)
-                self._count("abandoned")
+                self._abandoned(msg, "while handling")
             self._finished(token)
 
     async def _handled(self, msg: Msg, ctx: MessageContext) -> tuple[str, str] | None:
