@@ -114,9 +114,18 @@ async def fill(settings, groups: list[GroupId]) -> dict[str, float]:
             "ingest_episodes_per_s": round(n / (time.perf_counter() - started), 1)}
 
 
-def _request(i: int, agent: str, skill: str = "chat", user: str = "111") -> bytes:
+def _request(i: int, agent: str, skill: str = "chat", user: str = "111", *, found: bool = False) -> bytes:
+    """The bench's request. Its question names `Person<n>`, a name no filled message holds (the fill writes
+    `Person<n><i>`): recall finds near misses only, and the recalled block shows messages, no fact. `found=True`
+    asks about a person the fill did write, so memory holds the answer: recall's text searches match, and facts are
+    read and shown (~0.5-1 ms more in process, docs/performance.md, 2026-11-29)."""
+    if found:
+        j = (i * 37) % 10_000  # a message the fill wrote at any size of this bench (it writes ~10,240 a group)
+        person = f"{PEOPLE[j % len(PEOPLE)]}{j}"
+    else:
+        person = PEOPLE[i % len(PEOPLE)]
     return SkillRequest(source=Source(platform="discord", user_id=user, channel_id="bench"),
-                        payload=Payload(skill=skill, content=f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?",
+                        payload=Payload(skill=skill, content=f"What does {person} work on and which tool?",
                                         meta=Meta(agent_id=agent))).to_wire()
 
 

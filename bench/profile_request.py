@@ -123,7 +123,7 @@ def _timed(spent: dict[str, float], name: str, fn, clock=time.thread_time):  # t
     return wrapper
 
 
-async def breakdown(n: int, evict_mb: int = 0) -> dict[str, float]:
+async def breakdown(n: int, evict_mb: int = 0, found: bool = False) -> dict[str, float]:
     """Each step of the plugin's work for one enriched request, in process on the plugin bench's filled store:
     CPU microseconds a request, per step. The bus's own work (sockets, the client library) is not here: the
     py-spy profile of the plugin process shows its share."""
@@ -165,7 +165,7 @@ async def breakdown(n: int, evict_mb: int = 0) -> dict[str, float]:
             return await run_reads(where, prepare)
 
         store.run_reads = timed_reads  # type: ignore[method-assign]
-        wire = [_request(i, "bench") for i in range(n)]
+        wire = [_request(i, "bench", found=found) for i in range(n)]
 
         def step(name, fn, *a, **k):  # type: ignore[no-untyped-def]
             return _timed(spent, name, fn)(*a, **k)
@@ -227,6 +227,7 @@ async def breakdown(n: int, evict_mb: int = 0) -> dict[str, float]:
     out["us_process_cpu_per_request"] = round(1e6 * total / n, 1)
     out["recalled_groups"] = len(who_groups(identity))
     out["evicted_mb_between_requests"] = evict_mb
+    out["questions_memory_answers"] = int(found)
     return out
 
 
@@ -514,6 +515,7 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 time.sleep(1.0)
             makers = {"enriched": lambda i: _request(i, "bench"),
+                      "enriched_found": lambda i: _request(i, "bench", found=True),
                       # a user nobody has written to: all of memory's work but the finding
                       "new_user": lambda i: _request(i, "bench", user=NEW_USER),
                       "relay": lambda i: _request(i, "bench", RELAY_SKILL)}
@@ -533,6 +535,9 @@ async def profile_plugin(n: int, with_pyspy: bool, pyspy_format: str = "flamegra
                 lat[kind] = lat[kind] or [0.0]
             figures.update({
                 "plugin_cpu_ms_per_request_enriched": round(1000 * cpu["enriched"] / n, 3),
+                # a question whose answer memory holds (--kinds enriched_found): the text searches match, facts shown
+                "plugin_cpu_ms_per_request_enriched_found": round(1000 * cpu["enriched_found"] / n, 3),
+                "enriched_found_p50_ms": round(1000 * percentile(lat["enriched_found"], 50), 3),
                 "plugin_cpu_ms_per_request_new_user": round(1000 * cpu["new_user"] / n, 3),
                 "plugin_cpu_ms_per_request_relay_only": round(1000 * cpu["relay"] / n, 3),
                 "memory_cpu_ms_per_request": round(1000 * (cpu["enriched"] - cpu["relay"]) / n, 3),
@@ -635,6 +640,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--evict-mb", type=int, default=0, help="breakdown: write this many MB between requests, so each "
                     "finds the caches cold, as in a process woken for it (64 is several times this machine's cache)")
+    ap.add_argument("--found", action="store_true", help="breakdown: questions about people the fill wrote, whose "
+                    "answers memory holds (bench_pipeline._request(found=True)); without it, bench-pipeline's own")
     ap.add_argument("--blocks", type=int, default=8, help="bounds: blocks each way, alternated")
     ap.add_argument("--pyspy", action="store_true", help="plugin: sample the plugin process with py-spy; recall: "
                     "run under py-spy (figures are then not written)")
@@ -646,7 +653,7 @@ def main() -> None:
     if args.what == "recall":
         figures = asyncio.run(profile_recall(args.n))
     elif args.what == "breakdown":
-        figures = asyncio.run(breakdown(args.n, args.evict_mb))
+        figures = asyncio.run(breakdown(args.n, args.evict_mb, args.found))
     elif args.what == "statements":
         figures = asyncio.run(statements(args.n))
     elif args.what == "sql":
