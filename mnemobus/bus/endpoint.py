@@ -44,7 +44,7 @@ def describe_validation_error(exc: ValidationError) -> str:
 def parse_message(model: type[BaseModel], data: bytes, max_bytes: int) -> BaseModel:
     """Bytes to a validated model, or InvalidMessage naming the problem.
 
-    pydantic's own JSON parser first: 5 µs a request against 12 for `json.loads`, the surrogate walk and
+    pydantic's own JSON parser first: 5-7 µs a request against 12-18 for `json.loads`, the surrogate walk and
     validation (issue 36, docs/performance.md). It refuses everything the careful path below refuses (lone
     surrogates, integers Python will not convert, bytes that are not UTF-8; tests/pipeline/test_parse_paths.py
     holds the two to the same answers), and more (a byte-order mark, UTF-16, deep nesting), so a message it

@@ -57,7 +57,8 @@ def single_threaded_blas() -> None:
 def probes(nlist: int) -> int:
     """Lists a search reads: twice the square root of the lists, which finds 0.94 of the true top 10 at 10k and at
     50k rows of real English (bench/bench_vector_index.py), where a 32nd of the lists (at least 8) found 0.76 at
-    10k and 0.87 at 50k, unmeasured until 2026-11-29. It costs 32 us more a search at 10k, 92 at 50k."""
+    10k and 0.87 at 50k, unmeasured until 2026-11-29. It costs 32 us more a search at 10k, 92 at 50k: ~0.3 ms
+    more CPU an enriched request on the plugin bench (four indexed searches; docs/performance.md)."""
     return min(nlist, max(8, round(2 * math.sqrt(nlist))))
 
 
