@@ -197,12 +197,28 @@ def load_conversations(path: Path) -> list[dict]:
 # -- the systems --------------------------------------------------------------------------------------
 
 
+def turn_episodes(conv: Mapping) -> list:
+    """The conversation's turns as the engine's episodes, one group a conversation (the module docstring)."""
+    from mnemobus.shared.groups import GroupId
+    from mnemobus.store.model import Episode, episode_id_for
+
+    group = GroupId(conv["group"])
+    return [Episode(id=episode_id_for(group, dia, "user"), group_id=group, content=text, role="user",
+                    source_message_id=dia, reference_time=when) for dia, text, when in conv["turns"]]
+
+
+def ranked_turns(result, k: int) -> list[str]:  # type: ignore[no-untyped-def]
+    """A recall's facts and messages ranked together as the turns they came from, the top k (merge_ranked)."""
+    return merge_ranked([(sf.score, sf.fact.source_message_ids) for sf in result.facts],
+                        [(se.score, se.episode.source_message_id) for se in result.episodes], k)
+
+
 async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[str, dict[str, list]]:
     """Ingest every turn as an episode, then ask every question with each recipe; returns retrieved ids."""
     from mnemobus.engine import MemoryEngine
     from mnemobus.engine.extract_parse import ParsedExtractor
     from mnemobus.shared.groups import GroupId
-    from mnemobus.store.model import Episode, IngestOutcome, RecallQuery, episode_id_for
+    from mnemobus.store.model import IngestOutcome, RecallQuery
     from mnemobus.store.sqlite import SqliteStore
 
     store = SqliteStore(root / "locomo.sqlite3")
@@ -212,9 +228,7 @@ async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[
     t = time.perf_counter()
     facts_added = episodes = 0
     for conv in convs:
-        group = GroupId(conv["group"])
-        eps = [Episode(id=episode_id_for(group, dia, "user"), group_id=group, content=text, role="user",
-                       source_message_id=dia, reference_time=when) for dia, text, when in conv["turns"]]
+        eps = turn_episodes(conv)
         for i in range(0, len(eps), 32):
             for outcome in await engine.ingest_many(eps[i : i + 32]):
                 if not isinstance(outcome, IngestOutcome):
@@ -251,8 +265,7 @@ async def run_engine(convs: list[dict], emb, root: Path, figures: dict) -> dict[
                                                       max_facts=mf, max_episodes=me, recipe=recipe))
                 lat.append(time.perf_counter() - t)
                 facts_seen += len(res.facts)
-                merged = merge_ranked([(sf.score, sf.fact.source_message_ids) for sf in res.facts],
-                                      [(se.score, se.episode.source_message_id) for se in res.episodes], kmax)
+                merged = ranked_turns(res, kmax)
                 retrieved.append(merged)
                 # top-k slots held by a turn that only a fact brought (no returned episode is that turn)
                 from_facts = {mid for sf in res.facts for mid in sf.fact.source_message_ids}

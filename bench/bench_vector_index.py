@@ -102,9 +102,7 @@ async def locomo_padded(embedder, pad: list[str], dataset: Path) -> dict[str, fl
             older = [Episode(id=episode_id_for(group, f"pad{i}", "user"), group_id=group, content=text, role="user",
                              source_message_id=f"pad{i}", reference_time=start - timedelta(days=30, seconds=i))
                      for i, text in enumerate(pad[n * PAD : (n + 1) * PAD])]
-            turns = [Episode(id=episode_id_for(group, dia, "user"), group_id=group, content=text, role="user",
-                             source_message_id=dia, reference_time=when) for dia, text, when in conv["turns"]]
-            episodes = older + turns
+            episodes = older + locomo.turn_episodes(conv)
             for i in range(0, len(episodes), 64):
                 await engine.ingest_many(episodes[i : i + 64])
 
@@ -116,9 +114,7 @@ async def locomo_padded(embedder, pad: list[str], dataset: Path) -> dict[str, fl
                     res = await engine.recall(RecallQuery(question, (GroupId(conv["group"]),), recipe="hybrid",
                                                           as_of=conv["end"] + timedelta(days=1), max_facts=10,
                                                           max_episodes=10))
-                    ranked = locomo.merge_ranked([(f.score, f.fact.source_message_ids) for f in res.facts],
-                                                 [(e.score, e.episode.source_message_id) for e in res.episodes], 10)
-                    scores.append(locomo.recall_at_k(ranked, evidence, 10))
+                    scores.append(locomo.recall_at_k(locomo.ranked_turns(res, 10), evidence, 10))
             return round(float(np.mean(scores)), 4)
 
         await asked()  # the first recall of each group starts its index build

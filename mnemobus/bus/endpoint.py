@@ -54,7 +54,7 @@ def parse_message(model: type[BaseModel], data: bytes, max_bytes: int) -> BaseMo
         raise InvalidMessage("payload_too_large", f"message is {len(data)} bytes; the limit is {max_bytes}")
     try:
         return model.model_validate_json(data)
-    except (ValidationError, ValueError, RecursionError):
+    except (ValueError, RecursionError):  # ValidationError is a ValueError
         return reported_parse(model, data)
 
 
