@@ -27,6 +27,14 @@ Run: `make bench-pipeline`; QUICK=1 for a small run.
   costs the plugin processes (their stub executor included), nats-server and
   this client, with recall and with memory skipped; cores divided by the total
   is the rate the machine could serve with recall on, however well it queued.
+  Before each step the same requests at the same rate go to the bare nats-py
+  relay (`relay_floor_server.py`, no mnemobus code): its CPU a request is the
+  machine's gauge, and the budgets scale by it (`bench/budget.py`), since
+  this machine runs the same tree up to twice as slow on some days.
+- Two kinds of question. The bench's own name no person the fill wrote, so
+  recall finds near misses only (the budgets were set on them and stay
+  comparable); `found` questions name one it wrote, so the text searches
+  match and facts are shown: latency and CPU for both, each with its budget.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -73,6 +82,7 @@ CPU_RATE = 50 if QUICK else 100  # requests/s for the CPU cost step: well below 
 CPU_STEP_S = 5 if QUICK else 15
 COPIES = int(os.environ.get("PLUGIN_COPIES", os.cpu_count() or 1))  # plugin processes sharing the queue group
 JOSH = "111"  # the bench user: discord 111 is josh, whose two groups are filled (and an old platform group, empty)
+FLOOR_SUBJECT = "floor.request"  # relay_floor_server.py's request subject
 NEW_USER = "999"  # nobody's identity: two groups of their own, never written to here (no worker runs)
 PEOPLE = [f"Person{i}" for i in range(400)]
 PROJECTS = [f"Project{i}" for i in range(300)]
@@ -114,18 +124,23 @@ async def fill(settings, groups: list[GroupId]) -> dict[str, float]:
             "ingest_episodes_per_s": round(n / (time.perf_counter() - started), 1)}
 
 
-def _request(i: int, agent: str, skill: str = "chat", user: str = "111", *, found: bool = False) -> bytes:
-    """The bench's request. Its question names `Person<n>`, a name no filled message holds (the fill writes
+def question(i: int, *, found: bool = False) -> str:
+    """The bench's i-th question. It names `Person<n>`, a name no filled message holds (the fill writes
     `Person<n><i>`): recall finds near misses only, and the recalled block shows messages, no fact. `found=True`
     asks about a person the fill did write, so memory holds the answer: recall's text searches match, and facts are
     read and shown (~0.5-1 ms more in process, docs/performance.md, 2026-11-29)."""
     if found:
-        j = (i * 37) % 10_000  # a message the fill wrote at any size of this bench (it writes ~10,240 a group)
+        j = (i * 37) % (FACT_TARGET // 2)  # a message the fill wrote: it writes at least one per two facts
         person = f"{PEOPLE[j % len(PEOPLE)]}{j}"
     else:
         person = PEOPLE[i % len(PEOPLE)]
+    return f"What does {person} work on and which tool?"
+
+
+def _request(i: int, agent: str, skill: str = "chat", user: str = "111", *, found: bool = False) -> bytes:
+    """The bench's request, asking `question(i, found=found)`."""
     return SkillRequest(source=Source(platform="discord", user_id=user, channel_id="bench"),
-                        payload=Payload(skill=skill, content=f"What does {person} work on and which tool?",
+                        payload=Payload(skill=skill, content=question(i, found=found),
                                         meta=Meta(agent_id=agent))).to_wire()
 
 
@@ -146,7 +161,13 @@ async def closed_loop(bus: Bus, subject: str, make, n: int) -> list[float]:
 
 
 async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | None = None,
-                    skill: str = "chat", user: str = "111") -> dict[str, float]:
+                    skill: str = "chat", user: str = "111", found: bool = False,
+                    subject: str = subjects.SKILL_REQUEST, make: Callable[[int], bytes] | None = None,
+                    headers: dict[str, str] | None = None) -> dict[str, float]:
+    """Requests at `rate` for `seconds` (each started on time, whether or not the last was answered): latency,
+    errors and the replies without memory; `pids`: their RSS sampled too. The i-th request is `make(i)`, by default
+    the bench's own (`_request`) with `skill`, `user` and `found`."""
+    make = make or (lambda i: _request(i, "bench", skill, user, found=found))
     lat: list[float] = []
     errors = 0
     degraded = 0  # answered, but without memory (recall timed out, failed, or the breaker was open)
@@ -160,7 +181,7 @@ async def open_loop(bus: Bus, rate: float, seconds: float, pids: list[int] | Non
         nonlocal errors, degraded
         t = time.perf_counter()
         try:
-            msg = await bus.request(subjects.SKILL_REQUEST, _request(i, "bench", skill, user), timeout_s=5)
+            msg = await bus.request(subject, make(i), timeout_s=5, headers=headers)
             if b'"error"' in msg.data:
                 errors += 1
             elif skill != RELAY_SKILL and b'"status":"enriched"' not in msg.data and (
@@ -231,24 +252,40 @@ async def capacity_of(bus: Bus, ladder: tuple[int, ...], skill: str) -> tuple[in
     return capacity, p99
 
 
-async def cpu_cost(bus: Bus, skill: str, pids: dict[str, list[int]], user: str = JOSH) -> dict[str, float]:
+async def cpu_cost(bus: Bus, skill: str, pids: dict[str, list[int]], user: str = JOSH,
+                   found: bool = False, floor_pid: int | None = None) -> dict[str, float]:
     """CPU milliseconds a request costs each process role at a rate every request is served at.
 
     The throughput ceiling on a fixed number of cores is cores / (CPU per request, all roles): this is the
     figure that says how far a rate target is from the machine, whatever the queueing does.
     A `user` other than josh has nothing remembered (no worker runs here, so their groups stay empty): the
     step then costs everything memory does but the searches' finding, which is how the figures tell the
-    searches' share apart.
+    searches' share apart. `found`: josh asks about people the fill wrote, so the searches match and facts are
+    shown (`enriched_found`), the recall a user whose memory holds the answer pays.
+
+    `floor_pid`: the bare nats-py relay (`relay_floor_server.py`, no mnemobus code) is first served the same
+    requests at the same rate; its CPU a request is the machine's gauge for this step (`floor_<kind>`), and the
+    plugin's figure over it (`plugin_cpu_per_floor_<kind>`) is the cost on any spell of the machine.
     """
-    kind = "relay_only" if skill == RELAY_SKILL else "enriched" if user == JOSH else "new_user"
+    kind = ("relay_only" if skill == RELAY_SKILL else "new_user" if user != JOSH
+            else "enriched_found" if found else "enriched")
+    out: dict[str, float] = {}
+    if floor_pid is not None:
+        at = cpu_seconds(floor_pid)
+        gauge = await open_loop(bus, CPU_RATE, CPU_STEP_S, skill=RELAY_SKILL, subject=FLOOR_SUBJECT)
+        out[f"cpu_ms_per_request_floor_{kind}"] = round(
+            1000 * (cpu_seconds(floor_pid) - at) / max(1, gauge["sent"] - gauge["errors"]), 3)
     before = {role: sum(cpu_seconds(p) for p in ps) for role, ps in pids.items()}
     before["bench_client"] = cpu_seconds()
-    step = await open_loop(bus, CPU_RATE, CPU_STEP_S, skill=skill, user=user)
+    step = await open_loop(bus, CPU_RATE, CPU_STEP_S, skill=skill, user=user, found=found)
     served = max(1, step["sent"] - step["errors"] - step["unenriched"])
     used = {role: sum(cpu_seconds(p) for p in ps) - before[role] for role, ps in pids.items()}
     used["bench_client"] = cpu_seconds() - before["bench_client"]
-    out = {f"cpu_ms_per_request_{role}_{kind}": round(1000 * s / served, 3) for role, s in used.items()}
+    out.update({f"cpu_ms_per_request_{role}_{kind}": round(1000 * s / served, 3) for role, s in used.items()})
     out[f"cpu_ms_per_request_all_{kind}"] = round(1000 * sum(used.values()) / served, 3)
+    if floor_pid is not None:
+        out[f"plugin_cpu_per_floor_{kind}"] = round(
+            out[f"cpu_ms_per_request_plugin_{kind}"] / out[f"cpu_ms_per_request_floor_{kind}"], 3)
     if step["unenriched"] or step["errors"]:
         print(f"  cpu step {kind} at {CPU_RATE}/s was not all served: {step}", file=sys.stderr)
     return out
@@ -273,14 +310,20 @@ async def main() -> None:
         figures.update(await fill(settings, [GroupId("user_josh"), GroupId("agent_bench__user_josh")]))
         procs = [subprocess.Popen([sys.executable, str(Path(__file__).parent / "pipeline_server.py"), str(tmpd / "m.yaml")],
                                   stdout=subprocess.PIPE, text=True) for _ in range(COPIES)]
+        floor = subprocess.Popen([sys.executable, str(Path(__file__).parent / "relay_floor_server.py"), server.url or ""],
+                                 stdout=subprocess.PIPE, text=True)
         try:
-            for proc in procs:
+            for proc in (*procs, floor):
                 assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
             bus = await Bus.connect(server.url or "", settings.nats, name="bench")
             await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), 50 * COPIES)  # warm
             bare = await closed_loop(bus, subjects.skill_execute("bench"), _direct, LATENCY_N)
             full = await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench"), LATENCY_N)
+            answered = await closed_loop(bus, subjects.SKILL_REQUEST, lambda i: _request(i, "bench", found=True),
+                                         LATENCY_N)
             probe = json.loads((await bus.request(subjects.SKILL_REQUEST, _request(1, "bench"), timeout_s=5)).data)
+            probe_found = json.loads((await bus.request(subjects.SKILL_REQUEST, _request(1, "bench", found=True),
+                                                        timeout_s=5)).data)
             figures.update({
                 "plugin_copies": COPIES,
                 "bare_relay_p50_ms": round(percentile(bare, 50) * 1000, 3),
@@ -289,18 +332,32 @@ async def main() -> None:
                 "enriched_p99_ms": round(percentile(full, 99) * 1000, 3),
                 "recall_status_sample": probe.get("memory", {}).get("status", "?"),
                 "recalled_facts_sample": probe.get("memory", {}).get("facts", 0),
+                "enriched_found_p50_ms": round(percentile(answered, 50) * 1000, 3),
+                "enriched_found_p99_ms": round(percentile(answered, 99) * 1000, 3),
+                "recalled_facts_sample_found": probe_found.get("memory", {}).get("facts", 0),
             })
+            if not figures["recalled_facts_sample_found"]:
+                raise SystemExit(f"a question about a person the fill wrote recalled no fact: {probe_found.get('memory')}")
             figures["added_p50_ms"] = round(figures["enriched_p50_ms"] - figures["bare_relay_p50_ms"], 3)
             figures["added_p99_ms"] = round(figures["enriched_p99_ms"] - figures["bare_relay_p99_ms"], 3)
+            figures["added_found_p50_ms"] = round(figures["enriched_found_p50_ms"] - figures["bare_relay_p50_ms"], 3)
+            figures["added_found_p99_ms"] = round(figures["enriched_found_p99_ms"] - figures["bare_relay_p99_ms"], 3)
             roles = {"plugin": [p.pid for p in procs], "nats_server": [server.pid or 0]}
             for skill in ("chat", RELAY_SKILL):
-                figures.update(await cpu_cost(bus, skill, roles))
-            figures.update(await cpu_cost(bus, "chat", roles, user=NEW_USER))
+                figures.update(await cpu_cost(bus, skill, roles, floor_pid=floor.pid))
+            figures.update(await cpu_cost(bus, "chat", roles, user=NEW_USER, floor_pid=floor.pid))
+            figures.update(await cpu_cost(bus, "chat", roles, found=True, floor_pid=floor.pid))
+            # the machine's gauge for the whole run: what budgets are scaled by (bench/budget.py, `gauge`)
+            gauges = [v for k, v in figures.items() if k.startswith("cpu_ms_per_request_floor_")]
+            figures["cpu_ms_per_request_floor"] = round(sum(gauges) / len(gauges), 3)
             figures["memory_cpu_ms_per_request"] = round(
                 figures["cpu_ms_per_request_plugin_enriched"] - figures["cpu_ms_per_request_plugin_relay_only"], 3)
             # of memory's share, what finding costs: josh's two groups of 10k against a user with nothing remembered
             figures["search_cpu_ms_per_request"] = round(
                 figures["cpu_ms_per_request_plugin_enriched"] - figures["cpu_ms_per_request_plugin_new_user"], 3)
+            # what an answer found costs over a near miss: matching text searches, facts read and shown
+            figures["found_cpu_ms_per_request_extra"] = round(
+                figures["cpu_ms_per_request_plugin_enriched_found"] - figures["cpu_ms_per_request_plugin_enriched"], 3)
             figures["cpu_bound_enriched_rps"] = round((os.cpu_count() or 1) * 1000 / figures["cpu_ms_per_request_all_enriched"])
             capacity, figures["capacity_p99_ms"] = await capacity_of(bus, LADDER, "chat")
             figures["capacity_enriched_rps"] = capacity
@@ -331,9 +388,9 @@ async def main() -> None:
             figures["bench_client_peak_rss_mb"] = round(peak_rss_mb(), 1)
             await bus.close()
         finally:
-            for proc in procs:
+            for proc in (*procs, floor):
                 proc.terminate()
-            for proc in procs:
+            for proc in (*procs, floor):
                 try:
                     proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:

@@ -8,6 +8,13 @@ A figure whose bench did not run (or did not measure it, as QUICK=1 leaves out t
 it on less data than its budget was set on (`measured_at`: QUICK=1 fills 1k facts a group, not 10k), is
 listed as not measured and does not fail; `--strict` fails it too. A budget's `target`, when it has one, is
 the bar the issue set: printed beside it, never failing a run.
+
+A budget with a `gauge` (a figure of the same run that no mnemobus code moves, such as bench-pipeline's bare
+nats-py relay) and `per_gauge` is a multiple of that gauge: this machine ran one tree twice as slow on one day
+as on another, so a budget in milliseconds failed every figure on a slow spell and let a regression through on
+a fast one. Measured on both spells, the plugin's CPU over the gauge's held within a few percent
+(docs/performance.md). Without its gauge in the results, such a budget falls back to `budget` (the
+milliseconds of the machine it was set on), or is not measured when it has none.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ class Verdict:
     unit: str
     target: float | None = None
     unmeasured_why: str = ""  # why a value is None
+    scaled: str = ""  # how the budget was scaled by the run's gauge ("8.60 x 1.130 ms"), or "" when it was not
 
     @property
     def measured(self) -> bool:
@@ -74,11 +82,36 @@ def judge(budgets: Mapping[str, Any], results: Mapping[str, Mapping[str, Any]]) 
             have = _number(figures.get(needed))
             if value is not None and (have is None or have < least):
                 value, why = None, f"measured at {needed}={have}, budget set at >= {least}"
-        budget = float(spec["budget"])
+        budget, scaled = _scaled_budget(name, spec, results, better)
+        if budget is None:
+            value, why, budget = None, why or scaled, float("nan")
+            scaled = ""
         target = spec.get("target")
         out.append(Verdict(name, spec["figure"], budget, limit_of(budget, tolerance, better), value, better,
-                           spec.get("unit", ""), None if target is None else float(target), why))
+                           spec.get("unit", ""), None if target is None else float(target), why, scaled))
     return out
+
+
+def _scaled_budget(name: str, spec: Mapping[str, Any], results: Mapping[str, Mapping[str, Any]],
+                   better: str) -> tuple[float | None, str]:
+    """The budget for this run, and how it was scaled: `per_gauge` times the run's gauge (divided, for a rate,
+    which falls as the machine slows), else the fixed `budget`; None (and why) when neither applies."""
+    fixed = _number(spec.get("budget"))
+    if "per_gauge" not in spec:
+        if fixed is None:
+            raise ValueError(f"budget {name!r}: needs 'budget' or 'gauge' and 'per_gauge'")
+        return fixed, ""
+    if "gauge" not in spec:
+        raise ValueError(f"budget {name!r}: 'per_gauge' needs a 'gauge' figure")
+    bench, _, figure = str(spec["gauge"]).partition(".")
+    gauge = _number(results.get(bench, {}).get(figure))
+    if gauge is None or gauge <= 0:
+        if fixed is None:
+            return None, f"no gauge {spec['gauge']} in these results"
+        return fixed, ""
+    per = float(spec["per_gauge"])
+    budget = per * gauge if better == "lower" else per / gauge
+    return budget, f"{per:g} {'x' if better == 'lower' else '/'} {gauge:g}"
 
 
 def _number(raw: object) -> float | None:
@@ -103,8 +136,10 @@ def table(verdicts: list[Verdict], tolerance: float) -> str:
         target = "-" if v.target is None else f"{v.target:,.1f}"
         verdict = (f"not measured ({v.unmeasured_why})" if not v.measured else
                    f"OVER ({v.share_of_budget:.0%} of budget)" if v.over else f"ok ({v.share_of_budget:.0%})")
-        lines.append(f"{v.name:<{width}}  {shown:>10}  {v.budget:>10,.2f}  {v.limit:>10,.2f}  {target:>8}  {verdict}"
-                     f"  [{v.unit}, {v.better} is better; {v.figure}]")
+        scaled = f"; budget = {v.scaled}, the run's gauge" if v.scaled else ""
+        budget, limit = ("-", "-") if v.budget != v.budget else (f"{v.budget:,.2f}", f"{v.limit:,.2f}")  # nan: none
+        lines.append(f"{v.name:<{width}}  {shown:>10}  {budget:>10}  {limit:>10}  {target:>8}  {verdict}"
+                     f"  [{v.unit}, {v.better} is better; {v.figure}{scaled}]")
     lines.append(f"a figure fails when it is more than {tolerance:.0%} worse than its budget (bench/budget.json)")
     return "\n".join(lines)
 
@@ -116,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="a budget with no measured figure fails too")
     args = ap.parse_args(argv)
     budgets = json.loads(args.budgets.read_text())
-    benches = {spec["figure"].partition(".")[0] for spec in budgets["budgets"].values()}
+    benches = {str(spec[key]).partition(".")[0] for spec in budgets["budgets"].values()
+               for key in ("figure", "gauge") if key in spec}
     results = load_results(args.results, benches)
     verdicts = judge(budgets, results)
     print(table(verdicts, float(budgets["tolerance"])))

@@ -313,7 +313,7 @@ class _TimedConnection:
         return _TimedCursor(rows, cursor)
 
 
-async def sql_costs(n: int) -> dict[str, float]:
+async def sql_costs(n: int, found: bool = False) -> dict[str, float]:
     """CPU a recall spends in each kind of SQL statement (by its text's first 100 characters), on the plugin
     bench's store and groups: statements a recall, rows each, microseconds a recall."""
     from mnemobus.kernel.backends import open_engine
@@ -335,7 +335,7 @@ async def sql_costs(n: int) -> dict[str, float]:
             return _TimedConnection(connect(self), spent, count, rows)
 
         SqliteStore._connect = timed  # type: ignore[method-assign]
-        queries = _queries(settings, who_groups(IdentityRegistry(settings.identity.users_file)), n)
+        queries = _queries(settings, who_groups(IdentityRegistry(settings.identity.users_file)), n, found)
         for q in queries:
             await engine.recall(q)
         engine.store.vectors.wait_for_indexes()
@@ -359,15 +359,15 @@ def who_groups(identity) -> tuple:  # type: ignore[no-untyped-def]
     return identity.resolve("discord", "111", "bench", None).read_groups
 
 
-def _queries(settings, groups: tuple, n: int) -> list:  # type: ignore[no-untyped-def]
-    """The plugin bench's question, about each of its people in turn, over the bench user's groups."""
-    from bench_pipeline import PEOPLE
+def _queries(settings, groups: tuple, n: int, found: bool = False) -> list:  # type: ignore[no-untyped-def]
+    """The plugin bench's questions (`found`: those whose answers memory holds) over the bench user's groups."""
+    from bench_pipeline import question
 
     from mnemobus.store.model import RecallQuery
 
     cfg = settings.memory
-    return [RecallQuery(f"What does {PEOPLE[i % len(PEOPLE)]} work on and which tool?", groups,
-                        max_facts=cfg.max_facts, max_episodes=cfg.max_episodes) for i in range(n)]
+    return [RecallQuery(question(i, found=found), groups, max_facts=cfg.max_facts, max_episodes=cfg.max_episodes)
+            for i in range(n)]
 
 
 # -- what a cache of each read could at most save ------------------------------------------------------------
@@ -571,7 +571,7 @@ async def relay_floor(rate: float, seconds: float, rounds: int) -> dict[str, flo
     Open loop at a rate well under capacity, as bench-pipeline's CPU step: each request wakes an idle process, which
     is what a request costs in production, where a closed loop's back-to-back requests find the caches warm. The
     kinds run in turn for `seconds` each, `rounds` times, so all see the same machine."""
-    from bench_pipeline import JOSH, NEW_USER, RELAY_SKILL, _request, closed_loop
+    from bench_pipeline import JOSH, NEW_USER, RELAY_SKILL, _request, closed_loop, open_loop
 
     from mnemobus.bus.connection import Bus
     from mnemobus.shared import subjects
@@ -603,7 +603,8 @@ async def relay_floor(rate: float, seconds: float, rounds: int) -> dict[str, flo
             for _ in range(rounds):
                 for kind, (subject, make, headers, proc) in kinds.items():
                     before = cpu_seconds(proc.pid)
-                    sent[kind] += await _open_loop(bus, subject, make, headers, rate, seconds)
+                    sent[kind] += int((await open_loop(bus, rate, seconds, subject=subject, make=make,
+                                                      headers=headers))["sent"])
                     cpu[kind] += cpu_seconds(proc.pid) - before
             await bus.close()
         finally:
@@ -618,29 +619,13 @@ async def relay_floor(rate: float, seconds: float, rounds: int) -> dict[str, flo
     return figures
 
 
-async def _open_loop(bus, subject: str, make, headers: dict[str, str] | None, rate: float, seconds: float) -> int:
-    """Requests at `rate` for `seconds`, each answered before the block ends; how many were sent."""
-    import anyio
-
-    started = time.perf_counter()
-    i = 0
-    async with anyio.create_task_group() as tg:
-        while time.perf_counter() - started < seconds:
-            target = started + i / rate
-            if (now := time.perf_counter()) < target:
-                await anyio.sleep(target - now)
-            tg.start_soon(lambda data: bus.request(subject, data, 5, headers=headers), make(i))
-            i += 1
-    return i
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["plugin", "recall", "breakdown", "statements", "sql", "bounds", "floor"])
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--evict-mb", type=int, default=0, help="breakdown: write this many MB between requests, so each "
                     "finds the caches cold, as in a process woken for it (64 is several times this machine's cache)")
-    ap.add_argument("--found", action="store_true", help="breakdown: questions about people the fill wrote, whose "
+    ap.add_argument("--found", action="store_true", help="breakdown, sql: questions about people the fill wrote, whose "
                     "answers memory holds (bench_pipeline._request(found=True)); without it, bench-pipeline's own")
     ap.add_argument("--blocks", type=int, default=8, help="bounds: blocks each way, alternated")
     ap.add_argument("--pyspy", action="store_true", help="plugin: sample the plugin process with py-spy; recall: "
@@ -657,7 +642,7 @@ def main() -> None:
     elif args.what == "statements":
         figures = asyncio.run(statements(args.n))
     elif args.what == "sql":
-        figures = asyncio.run(sql_costs(args.n))
+        figures = asyncio.run(sql_costs(args.n, args.found))
     elif args.what == "bounds":
         figures = asyncio.run(bounds(args.n, args.blocks))
     elif args.what == "floor":

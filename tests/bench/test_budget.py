@@ -77,10 +77,49 @@ def test_strict_fails_a_budget_no_bench_measured(tmp_path: Path) -> None:
     assert main(["--budgets", str(tmp_path / "budget.json"), "--results", str(tmp_path), "--strict"]) == 1
 
 
+def _gauged(tmp_path: Path, figure: float, gauge: float | None, better: str = "lower",
+            **spec: float) -> dict[str, object]:
+    """One budget of `per_gauge` (and whatever else `spec` gives) judged on a run whose gauge read `gauge`."""
+    budgets = {"tolerance": 0.15, "budgets": {"b": {"figure": "bench_run.cost", "gauge": "bench_run.floor_ms",
+                                                    "better": better, **spec}}}
+    run = {"cost": figure, **({} if gauge is None else {"floor_ms": gauge})}
+    (tmp_path / "bench_run.json").write_text(json.dumps(run))
+    (v,) = judge(budgets, load_results(tmp_path, {"bench_run"}))
+    return {"over": v.over, "measured": v.measured, "budget": v.budget, "scaled": v.scaled, "why": v.unmeasured_why}
+
+
+def test_a_budget_per_gauge_is_that_many_of_the_runs_gauge(tmp_path: Path) -> None:
+    on_a_slow_day = _gauged(tmp_path, figure=9.0, gauge=1.1, per_gauge=8.0)  # budget 8.8
+    assert on_a_slow_day["budget"] == pytest.approx(8.8) and not on_a_slow_day["over"]
+    assert on_a_slow_day["scaled"] == "8 x 1.1"
+    on_a_fast_day = _gauged(tmp_path, figure=9.0, gauge=0.6, per_gauge=8.0)  # the same cost is 1.9 gauges over
+    assert on_a_fast_day["budget"] == pytest.approx(4.8) and on_a_fast_day["over"]
+
+
+def test_a_rate_budget_per_gauge_falls_as_the_machine_slows(tmp_path: Path) -> None:
+    assert _gauged(tmp_path, figure=250, gauge=1.0, better="higher", per_gauge=300)["over"]  # 17% under 300
+    slow = _gauged(tmp_path, figure=250, gauge=1.2, better="higher", per_gauge=300)  # 250 is this machine's 300
+    assert slow["budget"] == pytest.approx(250) and not slow["over"]
+
+
+def test_a_gauged_budget_without_its_gauge_falls_back_to_its_fixed_budget(tmp_path: Path) -> None:
+    fell_back = _gauged(tmp_path, figure=9.0, gauge=None, per_gauge=8.0, budget=5.0)
+    assert fell_back["budget"] == 5.0 and fell_back["scaled"] == "" and fell_back["over"]
+
+
+def test_a_gauged_budget_with_neither_its_gauge_nor_a_fixed_budget_is_not_measured(tmp_path: Path) -> None:
+    alone = _gauged(tmp_path, figure=90.0, gauge=None, per_gauge=8.0)
+    assert not alone["measured"] and not alone["over"]
+    assert "no gauge bench_run.floor_ms" in str(alone["why"])
+
+
 def test_the_committed_budgets_name_benches_that_exist() -> None:
     budgets = json.loads(BUDGETS.read_text())
     assert budgets["tolerance"] == 0.15
     for name, spec in budgets["budgets"].items():
-        bench = spec["figure"].partition(".")[0]
-        assert (RESULTS.parent / f"{bench}.py").exists(), f"{name}: no bench/{bench}.py writes {spec['figure']}"
-        assert spec["budget"] > 0 and spec.get("why"), f"{name}: a budget needs a value and the reason for it"
+        for key in ("figure", "gauge"):
+            if key in spec:
+                bench = spec[key].partition(".")[0]
+                assert (RESULTS.parent / f"{bench}.py").exists(), f"{name}: no bench/{bench}.py writes {spec[key]}"
+        value = spec.get("per_gauge", spec.get("budget", 0))
+        assert value > 0 and spec.get("why"), f"{name}: a budget needs a value and the reason for it"

@@ -140,8 +140,12 @@ def test_an_mcp_role_on_another_store_than_the_workers_refuses_to_start_naming_b
         external_bus: tuple[str, Path], tmp_path: Path) -> None:
     url, home = external_bus
     env = bus_env(url, tmp_path, MNEMOBUS_MCP__PORT=str(free_port()), MNEMOBUS_API__API_KEY=ADMIN_TOKEN)
-    done = subprocess.run([sys.executable, "-m", "mnemobus.cli", "run", "--role", "mcp", "--quiet"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=120)
+    try:
+        done = subprocess.run([sys.executable, "-m", "mnemobus.cli", "run", "--role", "mcp", "--quiet"], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as exc:  # it started instead of refusing: say why, from its own log
+        said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        pytest.fail(f"the MCP role was still running after 120 s instead of refusing; its log ends:\n{said[-3000:]}")
     assert done.returncode == 1, done.stderr[-2000:]
     line = next(ln for ln in done.stderr.splitlines() if "store" in ln and "worker" in ln)
     assert str(tmp_path / "memory.sqlite3") in line and str(home / "memory.sqlite3") in line
