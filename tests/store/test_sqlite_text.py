@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,6 +40,22 @@ async def test_group_token_and_join_filter_rank_the_same(sqlite_store: SqliteSto
     by_token = await sqlite_store.search_facts_text(GroupId("user_a"), ["tea", "coffee"], T0, 10)
     assert [h.id for h in by_join] == [h.id for h in by_token]
     assert len(by_join) == 10 and all(h.id.startswith("user_a:") for h in by_join)
+
+
+async def test_a_ranking_that_held_every_match_is_not_asked_again_wider(sqlite_store: SqliteStore) -> None:
+    """A name in one row of each of two groups: the first cut (two rows) holds both, one of them the group's; the
+    group has fewer rows than asked for, and a wider cut could find no more."""
+    for group in (GroupId("user_a"), GroupId("user_b")):
+        sqlite_store.bulk_load_sync([], _drink_rows(group, 30, lambda i: "vopefosi tea" if i == 7 else "water"))
+    rankings: list[str] = []
+    c = sqlite3.connect(sqlite_store.path)
+    c.set_trace_callback(lambda sql: rankings.append(sql) if "bm25(" in sql else None)
+    try:
+        hits = backend.fts_search(c, "facts_fts", "user_a", ["vopefosi"], 10, counts=backend.TermCounts())
+    finally:
+        c.close()
+    assert [h.id for h in hits] == ["user_a:d7"]
+    assert len(rankings) == 1, rankings
 
 
 async def test_terms_matching_nothing_give_no_hits(sqlite_store: SqliteStore) -> None:

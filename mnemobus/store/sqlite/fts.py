@@ -216,13 +216,16 @@ def _ranked_then_read(c: sqlite3.Connection, table: str, group_id: str, terms: S
     cut = wanted if by_token else read_if_terms
     ranking = f"SELECT rowid, bm25({table}, 0.0, 1.0) FROM {table} WHERE {table} MATCH ? ORDER BY 2 LIMIT ?"
     while True:
-        ranked = _ranked(c, ranking, (expr, cut), shared)  # by the words alone it is every group's: shared
+        # a row past the cut is asked for: when it does not come, the cut held every match, and a group whose share
+        # of them is short of `limit` is answered without ranking them again under a wider cut (a name in one row
+        # of each of two groups was ranked twice a search)
+        ranked = _ranked(c, ranking, (expr, cut + 1), shared)  # by the words alone it is every group's: shared
         if not ranked:
             return []
         score = dict(ranked)
         kept = _kept(c, base, [rowid for rowid, _ in ranked], group_id, where, params, shared)
         hits = sorted(((score[rowid], ident) for rowid, ident in kept))
-        if len(hits) >= limit or len(ranked) < cut:
+        if len(hits) >= limit or len(ranked) <= cut:
             return [Hit(ident, -float(r)) for r, ident in hits[:limit]]
         cut *= 4
 
