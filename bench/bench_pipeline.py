@@ -29,12 +29,12 @@ Run: `make bench-pipeline`; QUICK=1 for a small run.
   is the rate the machine could serve with recall on, however well it queued.
   Before each step the same requests at the same rate go to the bare nats-py
   relay (`relay_floor_server.py`, no mnemobus code): its CPU a request is the
-  machine's gauge, and the budgets scale by it (`bench/budget.py`), since
+  machine's gauge, and the CPU budgets scale by it (`bench/budget.py`), since
   this machine runs the same tree up to twice as slow on some days.
 - Two kinds of question. The bench's own name no person the fill wrote, so
   recall finds near misses only (the budgets were set on them and stay
   comparable); `found` questions name one it wrote, so the text searches
-  match and facts are shown: latency and CPU for both, each with its budget.
+  match and facts are shown: latency and CPU for both, a CPU budget for each.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ the bar the issue set: printed beside it, never failing a run.
 A budget with a `gauge` (a figure of the same run that no mnemobus code moves, such as bench-pipeline's bare
 nats-py relay) and `per_gauge` is a multiple of that gauge: this machine ran one tree twice as slow on one day
 as on another, so a budget in milliseconds failed every figure on a slow spell and let a regression through on
-a fast one. Measured on both spells, the plugin's CPU over the gauge's held within a few percent
-(docs/performance.md). Without its gauge in the results, such a budget falls back to `budget` (the
+a fast one. Across spells 1.4x apart, and the other host's, the plugin's CPU over the gauge's held within ~5%
+(docs/performance.md); latency does not track it. Without its gauge in the results, such a budget falls back to `budget` (the
 milliseconds of the machine it was set on), or is not measured when it has none.
 """
 
@@ -43,7 +43,7 @@ class Verdict:
     unit: str
     target: float | None = None
     unmeasured_why: str = ""  # why a value is None
-    scaled: str = ""  # how the budget was scaled by the run's gauge ("8.60 x 1.130 ms"), or "" when it was not
+    scaled: str = ""  # how the budget was scaled by the run's gauge ("9 x 1.046"), or "" when it was not
 
     @property
     def measured(self) -> bool:
