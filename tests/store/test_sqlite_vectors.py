@@ -57,7 +57,7 @@ def test_indexed_search_finds_what_an_exact_scan_finds_with_scores_within_1e_4(t
 
 def _text_like(n: int, seed: int, dim: int = 384, intrinsic: int = 16) -> np.ndarray:
     """Points that vary along a few directions, off centre, with noise in all: how sentence embeddings spread.
-    An index reads a 32nd of its lists finds ~0.65 of their true top 10 (0.76 on real English at 10k rows,
+    An index that reads a 32nd of its lists finds ~0.65 of their true top 10 (0.76 on real English at 10k rows,
     bench/bench_vector_index.py); topic clusters like `_clustered` are found whole by any setting."""
     basis = np.random.default_rng(0).standard_normal((intrinsic, dim))
     rng = np.random.default_rng(seed)
