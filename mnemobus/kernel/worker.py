@@ -1,9 +1,10 @@
 """The extraction worker: episode stream -> engine -> store, acked only once stored.
 
-A store that stops answering altogether (Neo4j restarting) is waited out: the
-batch is held, kept in progress so JetStream does not hand it to another
-worker, and stored once the store answers again, without spending a delivery
-attempt. Other transient trouble is retried with exponential backoff and
+A store that stops answering altogether (Neo4j restarting), or whose write lock
+another writer holds (an erasure rebuilding the full-text indexes), is waited
+out: the batch is held, kept in progress so JetStream does not hand it to
+another worker, and stored once the store takes writes again, without spending
+a delivery attempt. Other transient trouble is retried with exponential backoff and
 jitter; a message that can never be stored, or that ran out of attempts, is
 dead-lettered with its reason and original headers, then acked. No single
 message can stop the loop, and a supervisor restarts the loop if it dies.
@@ -30,7 +31,7 @@ from mnemobus.bus.endpoint import parse_message
 from mnemobus.kernel.community_upkeep import CommunityUpkeep
 from mnemobus.shared.config import Settings
 from mnemobus.shared.envelope import EpisodeMessage
-from mnemobus.shared.errors import InvalidMessage, StoreUnavailable
+from mnemobus.shared.errors import InvalidMessage, StoreBusy, StoreUnavailable
 from mnemobus.store.erasures import GroupErased
 from mnemobus.shared.groups import InvalidGroupId, validate_group_id
 from mnemobus.shared.logthrottle import ThrottledLog
@@ -245,6 +246,8 @@ class EpisodeWorker:
         if held and await self._wait_out_store_outage([ready[i][0] for i in held]):
             for i, outcome in zip(held, await self._ingest([ready[i] for i in held]), strict=True):
                 outcomes[i] = outcome
+        if busy := [i for i, outcome in enumerate(outcomes) if isinstance(outcome, StoreBusy)]:
+            await self._wait_out_busy_store(ready, outcomes, busy)
         self._took(len(ready), time.perf_counter() - started)
         for (msg, episode), outcome in zip(ready, outcomes, strict=True):
             await self._guard(self._settle, msg, episode, outcome)
@@ -304,6 +307,34 @@ class EpisodeWorker:
         log.warning("the store answers again after %.1f s; storing the held episodes" if back else
                     "stopping after %.1f s without the store; the held episodes will be redelivered", waited)
         return back
+
+    async def _wait_out_busy_store(self, ready: list[tuple[Delivery, Episode]], outcomes: list[Any],
+                                   busy: list[int]) -> None:
+        """Store again, in place, the episodes another writer's lock held back, until it lets go (their outcomes
+        are replaced) or the worker stops (they take the retry path). A store whose reads answer is no outage, so
+        without this a lock held past the retries (an erasure's index rebuild: ~28 s at a million messages)
+        dead-lettered every episode written meanwhile."""
+        self.metrics.worker_store_waits.inc()
+        log.warning("another writer holds the store's write lock; holding %d episode(s), kept in progress, until it "
+                    "lets go", len(busy))
+        started, delay = time.monotonic(), 0.2
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._keep_in_progress, [ready[i][0] for i in busy])
+            while busy and not self._stop.is_set():
+                with anyio.move_on_after(delay):
+                    await self._stop.wait()
+                if self._stop.is_set():
+                    break
+                for i, outcome in zip(busy, await self._ingest([ready[i] for i in busy]), strict=True):
+                    outcomes[i] = outcome
+                busy = [i for i in busy if isinstance(outcomes[i], StoreBusy)]
+                delay = min(delay * 2, 2.0)
+            tg.cancel_scope.cancel()
+        waited = time.monotonic() - started
+        self.metrics.worker_store_wait_seconds.inc(waited)
+        log.warning("the store's write lock was let go after %.1f s; the held episodes are stored" if not busy else
+                    "stopping after %.1f s with the store's write lock still held; the held episodes will be "
+                    "redelivered", waited)
 
     async def _keep_in_progress(self, msgs: list[Delivery]) -> None:
         """A batch that takes longer than ack_wait (an LLM extractor at a few seconds an episode) would be

@@ -37,5 +37,11 @@ class StoreUnavailable(MnemobusError):
     """The store cannot be reached or is locked right now; the same write may succeed later."""
 
 
+class StoreBusy(StoreUnavailable):
+    """Another writer holds the store's write lock (an erasure rebuilding its full-text indexes, a backup): the store
+    answers reads meanwhile, so nothing else tells this from a write that fails on its own, and the same write
+    succeeds once the lock is let go."""
+
+
 class StoreIntegrityError(MnemobusError):
     """The store refused a write for a reason a retry will not fix."""

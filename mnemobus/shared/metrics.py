@@ -77,8 +77,8 @@ class PipelineMetrics:
             "mnemobus_worker_fetch_errors_total", "Episode fetches that failed (bus away, stream or consumer "
             "missing), by error kind", ["kind"], registry=r)
         self.worker_store_waits = Counter(
-            "mnemobus_worker_store_waits_total", "Store outages the worker waited out holding its batch (no "
-            "delivery attempt spent)", registry=r)
+            "mnemobus_worker_store_waits_total", "Store outages, and other writers' locks on the store, "
+            "the worker waited out holding its batch (no delivery attempt spent)", registry=r)
         self.worker_store_wait_seconds = Counter(
             "mnemobus_worker_store_wait_seconds_total", "Seconds the worker held a batch waiting for the store",
             registry=r)

@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from mnemobus.shared.errors import StoreIntegrityError, StoreUnavailable
+from mnemobus.shared.errors import StoreBusy, StoreIntegrityError, StoreUnavailable
 from mnemobus.shared.groups import GroupId
 from mnemobus.store.contract import (DeleteCounts, EntityLinks, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn,
                                      in_turn)
@@ -107,11 +107,14 @@ READERS = 4  # reader connections per store (see SqliteStore._borrow)
 READER_CACHE_KB = 16_384  # reads go through the memory map; the page cache only holds what it does not cover
 
 
-_TRANSIENT_MARKERS = ("locked", "busy", "disk i/o", "unable to open", "disk is full", "readonly", "no such table")
+_BUSY_MARKERS = ("locked", "busy")  # another connection holds the lock for longer than BUSY_TIMEOUT_S
+_TRANSIENT_MARKERS = ("disk i/o", "unable to open", "disk is full", "readonly", "no such table")
 
 
 def _translate(exc: sqlite3.Error) -> Exception:
     text = str(exc).lower()
+    if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _BUSY_MARKERS):
+        return StoreBusy(f"sqlite: {exc}")
     if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _TRANSIENT_MARKERS):
         return StoreUnavailable(f"sqlite: {exc}")
     if isinstance(exc, sqlite3.IntegrityError):
