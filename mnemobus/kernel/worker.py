@@ -332,7 +332,7 @@ class EpisodeWorker:
             tg.cancel_scope.cancel()
         waited = time.monotonic() - started
         self.metrics.worker_store_wait_seconds.inc(waited)
-        log.warning("the store's write lock was let go after %.1f s; the held episodes are stored" if not busy else
+        log.warning("the store's write lock was let go after %.1f s; the held episodes were written" if not busy else
                     "stopping after %.1f s with the store's write lock still held; the held episodes will be "
                     "redelivered", waited)
 
