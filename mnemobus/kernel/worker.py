@@ -37,6 +37,7 @@ from mnemobus.shared.groups import InvalidGroupId, validate_group_id
 from mnemobus.shared.logthrottle import ThrottledLog
 from mnemobus.shared.metrics import PipelineMetrics
 from mnemobus.kernel.peers import store_identity
+from mnemobus.kernel.store_hold import StoreHold
 from mnemobus.store.model import Episode, IngestOutcome
 from mnemobus.kernel.upkeep import run_upkeep
 
@@ -288,22 +289,21 @@ class EpisodeWorker:
         own: they take the retry path) or when the worker is stopping (they are redelivered later)."""
         if await self._store_answers():
             return False
-        self.metrics.worker_store_waits.inc()
-        log.warning("the store is not answering; holding %d episode(s), kept in progress, until it does", len(msgs))
-        started, delay = time.monotonic(), 0.2
+        hold = StoreHold(self.metrics, len(msgs), "the store is not answering", "it does")
+        delay = 0.2
         back = False
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._keep_in_progress, msgs)
             while not self._stop.is_set():
                 with anyio.move_on_after(delay):
                     await self._stop.wait()
+                hold.tick()
                 if await self._store_answers():
                     back = True
                     break
                 delay = min(delay * 2, 2.0)
             tg.cancel_scope.cancel()
-        waited = time.monotonic() - started
-        self.metrics.worker_store_wait_seconds.inc(waited)
+        waited = hold.end()
         log.warning("the store answers again after %.1f s; storing the held episodes" if back else
                     "stopping after %.1f s without the store; the held episodes will be redelivered", waited)
         return back
@@ -314,15 +314,14 @@ class EpisodeWorker:
         are replaced) or the worker stops (they take the retry path). A store whose reads answer is no outage, so
         without this a lock held past the retries (an erasure's index rebuild: ~28 s at a million messages)
         dead-lettered every episode written meanwhile."""
-        self.metrics.worker_store_waits.inc()
-        log.warning("another writer holds the store's write lock; holding %d episode(s), kept in progress, until it "
-                    "lets go", len(busy))
-        started, delay = time.monotonic(), 0.2
+        hold = StoreHold(self.metrics, len(busy), "another writer holds the store's write lock", "it is let go")
+        delay = 0.2
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._keep_in_progress, [ready[i][0] for i in busy])
             while busy and not self._stop.is_set():
                 with anyio.move_on_after(delay):
                     await self._stop.wait()
+                hold.tick()
                 if self._stop.is_set():
                     break
                 for i, outcome in zip(busy, await self._ingest([ready[i] for i in busy]), strict=True):
@@ -330,8 +329,7 @@ class EpisodeWorker:
                 busy = [i for i in busy if isinstance(outcomes[i], StoreBusy)]
                 delay = min(delay * 2, 2.0)
             tg.cancel_scope.cancel()
-        waited = time.monotonic() - started
-        self.metrics.worker_store_wait_seconds.inc(waited)
+        waited = hold.end()
         log.warning("the store's write lock was let go after %.1f s; the held episodes were written" if not busy else
                     "stopping after %.1f s with the store's write lock still held; the held episodes will be "
                     "redelivered", waited)

@@ -80,7 +80,8 @@ class PipelineMetrics:
             "mnemobus_worker_store_waits_total", "Store outages, and other writers' locks on the store, "
             "the worker waited out holding its batch (no delivery attempt spent)", registry=r)
         self.worker_store_wait_seconds = Counter(
-            "mnemobus_worker_store_wait_seconds_total", "Seconds the worker held a batch waiting for the store",
+            "mnemobus_worker_store_wait_seconds_total", "Seconds the worker held a batch waiting for the store, "
+            "counted while the hold lasts",
             registry=r)
         self.worker_in_progress_errors = Counter(
             "mnemobus_worker_in_progress_errors_total", "Long batches whose in-progress mark failed (they may be "

@@ -9,12 +9,15 @@ the SQLite file holding a write transaction open.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 
 from mnemobus.shared import subjects
+from mnemobus.kernel import store_hold
 from mnemobus.kernel.app import open_runtime, serve
 from mnemobus.shared.config import Settings
 from mnemobus.bus.dlq import list_letters
@@ -31,6 +34,18 @@ def two_quick_attempts(settings: Settings) -> Settings:
     """Two attempts of 0.05 s backoff: retried episode by episode, a wait of a few seconds dead-letters them all."""
     return settings.model_copy(update={"worker": settings.worker.model_copy(
         update={"max_deliver": 2, "backoff_s": [0.05], "ack_wait_s": 1.0})})
+
+
+@contextlib.asynccontextmanager
+async def worker_serving(rt) -> AsyncIterator[None]:  # type: ignore[no-untyped-def]
+    """The worker serving until the block ends, however it ends: a failed assertion stops it too, rather than leave
+    the test waiting on a runner nobody stops."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
+        try:
+            yield
+        finally:
+            rt.stop.set()
 
 
 async def publish(rt, prefix: str, n: int) -> None:  # type: ignore[no-untyped-def]
@@ -55,37 +70,36 @@ async def test_an_outage_longer_than_every_retry_loses_no_episode_and_spends_no_
             await real_ping()
 
         rt.engine.ingest_many, rt.engine.store.ping = ingest_many, ping  # type: ignore[method-assign]
-        async with anyio.create_task_group() as tg:
-            await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
+        async with worker_serving(rt):
             await publish(rt, "held", 20)
             assert await wait_for_episodes(rt, GROUP, 20, timeout=30) == 20
             assert await list_letters(rt.bus) == []
             assert rt.metrics.worker_store_waits._value.get() >= 1
             assert rt.metrics.worker_store_wait_seconds._value.get() > 1.0  # the batch was held, kept in progress
             assert not rt.metrics.worker_retries._metrics  # no attempt spent: nothing was nak'ed for later
-            rt.stop.set()
 
 
 async def test_a_write_lock_held_longer_than_every_retry_loses_no_episode_and_spends_no_attempt(
-        settings: Settings) -> None:
+        settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     # reads go on under the lock (the health query answers), so this is not an outage
+    monkeypatch.setattr(store_hold, "SAY_EVERY_S", 1.0)
     async with open_runtime(two_quick_attempts(settings)) as rt:
         await rt.engine.store.ping()
         other = sqlite3.connect(settings.store.sqlite_path, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")  # another process's write transaction, as an erasure's rebuild holds one
         try:
-            async with anyio.create_task_group() as tg:
-                await tg.start(lambda task_status: serve(rt, {"worker"}, task_status=task_status))
+            async with worker_serving(rt):
                 await publish(rt, "locked", 5)
                 await anyio.sleep(8.0)  # each write waits the store's busy timeout; two attempts took ~5 s
                 assert await rt.engine.store.count_episodes(GROUP) == 0  # the lock held every write back
+                # the hold shows while it lasts: counted as it goes, and said again
+                assert rt.metrics.worker_store_wait_seconds._value.get() > 2.0
+                assert "another writer holds the store's write lock: still holding" in caplog.text
                 other.execute("COMMIT")
                 assert await wait_for_episodes(rt, GROUP, 5, timeout=30) == 5
                 assert await list_letters(rt.bus) == []
                 assert rt.metrics.worker_store_waits._value.get() >= 1
-                assert rt.metrics.worker_store_wait_seconds._value.get() > 2.0
                 assert not rt.metrics.worker_retries._metrics
-                rt.stop.set()
         finally:
             if other.in_transaction:
                 other.execute("ROLLBACK")
