@@ -16,7 +16,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from datetime import datetime, timezone
 
@@ -289,21 +289,7 @@ class EpisodeWorker:
         own: they take the retry path) or when the worker is stopping (they are redelivered later)."""
         if await self._store_answers():
             return False
-        hold = StoreHold(self.metrics, len(msgs), "the store is not answering", "it does")
-        delay = 0.2
-        back = False
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._keep_in_progress, msgs)
-            while not self._stop.is_set():
-                with anyio.move_on_after(delay):
-                    await self._stop.wait()
-                hold.tick()
-                if await self._store_answers():
-                    back = True
-                    break
-                delay = min(delay * 2, 2.0)
-            tg.cancel_scope.cancel()
-        waited = hold.end()
+        back, waited = await self._hold(msgs, "the store is not answering", "it does", self._store_answers)
         log.warning("the store answers again after %.1f s; storing the held episodes" if back else
                     "stopping after %.1f s without the store; the held episodes will be redelivered", waited)
         return back
@@ -314,25 +300,40 @@ class EpisodeWorker:
         are replaced) or the worker stops (they take the retry path). A store whose reads answer is no outage, so
         without this a lock held past the retries (an erasure's index rebuild: ~28 s at a million messages)
         dead-lettered every episode written meanwhile."""
-        hold = StoreHold(self.metrics, len(busy), "another writer holds the store's write lock", "it is let go")
-        delay = 0.2
+
+        async def written() -> bool:
+            nonlocal busy
+            if self._stop.is_set():
+                return False
+            for i, outcome in zip(busy, await self._ingest([ready[i] for i in busy]), strict=True):
+                outcomes[i] = outcome
+            busy = [i for i in busy if isinstance(outcomes[i], StoreBusy)]
+            return not busy
+
+        done, waited = await self._hold([ready[i][0] for i in busy], "another writer holds the store's write lock",
+                                        "it is let go", written)
+        log.warning("the store's write lock was let go after %.1f s; the held episodes were written" if done else
+                    "stopping after %.1f s with the store's write lock still held; the held episodes will be "
+                    "redelivered", waited)
+
+    async def _hold(self, msgs: list[Delivery], cause: str, until: str,
+                    done: Callable[[], Awaitable[bool]]) -> tuple[bool, float]:
+        """Keep `msgs` in progress and ask `done` at growing intervals until it says so (True) or the worker stops
+        (False), the wait counted and said as it goes (store_hold.py); and the whole wait in seconds."""
+        hold = StoreHold(self.metrics, len(msgs), cause, until)
+        delay, back = 0.2, False
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._keep_in_progress, [ready[i][0] for i in busy])
-            while busy and not self._stop.is_set():
+            tg.start_soon(self._keep_in_progress, msgs)
+            while not self._stop.is_set():
                 with anyio.move_on_after(delay):
                     await self._stop.wait()
                 hold.tick()
-                if self._stop.is_set():
+                if await done():
+                    back = True
                     break
-                for i, outcome in zip(busy, await self._ingest([ready[i] for i in busy]), strict=True):
-                    outcomes[i] = outcome
-                busy = [i for i in busy if isinstance(outcomes[i], StoreBusy)]
                 delay = min(delay * 2, 2.0)
             tg.cancel_scope.cancel()
-        waited = hold.end()
-        log.warning("the store's write lock was let go after %.1f s; the held episodes were written" if not busy else
-                    "stopping after %.1f s with the store's write lock still held; the held episodes will be "
-                    "redelivered", waited)
+        return back, hold.end()
 
     async def _keep_in_progress(self, msgs: list[Delivery]) -> None:
         """A batch that takes longer than ack_wait (an LLM extractor at a few seconds an episode) would be
