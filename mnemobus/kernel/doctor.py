@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -12,6 +14,12 @@ import anyio
 
 from mnemobus.shared.config import Settings
 from mnemobus.shared.redact import mask_urls
+from mnemobus.store.contract import ChecksIntegrity, Damage
+
+CONNECT_S = 30  # NATS and the store open within this, or doctor says they did not answer
+MENDABLE = "it is derived from rows the store keeps and is rebuilt from them, nothing lost: `mnemobus doctor --repair`"
+NOT_MENDABLE = ("SQLite cannot mend the file in place: stop what uses it, keep a copy of it, and restore a backup "
+                "or export what still reads (`mnemobus graph export <group>`)")
 
 
 async def _unreachable(url: str, timeout_s: float) -> str | None:
@@ -31,7 +39,7 @@ async def _unreachable(url: str, timeout_s: float) -> str | None:
     return "; ".join(errors)
 
 
-async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None]) -> int:
+async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None], repair: bool = False) -> int:
     from mnemobus.kernel.app import open_runtime
 
     failures = 0
@@ -42,7 +50,7 @@ async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None])
         say("doctor: 1 check(s) failed")
         return 1
     try:
-        with anyio.fail_after(30):
+        with anyio.fail_after(CONNECT_S) as deadline:
             async with open_runtime(settings, need_engine=True) as rt:
                 info = await rt.bus.js.account_info()
                 say(f"nats: ok ({'embedded server ' if rt.server else ''}{rt.url}, JetStream streams: {info.streams})")
@@ -53,13 +61,44 @@ async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None])
                     failures += 1
                     say(f"store: FAILED: {exc}")
                 say(f"identity: ok ({len(rt.identity.users)} user(s) in {settings.identity.users_file})")
+                if not failures:
+                    deadline.deadline = math.inf  # reading every page takes as long as the store is large
+                    failures += await _integrity(rt.engine.store, repair=repair, say=say)
                 if smoke and not failures:
                     failures += await _smoke(rt, say)
     except Exception as exc:
         failures += 1
-        say(f"nats/store: FAILED: {type(exc).__name__}: {exc or 'no answer within 30 s'}")
+        say(f"nats/store: FAILED: {type(exc).__name__}: {exc or f'no answer within {CONNECT_S} s'}")
     say("doctor: all checks passed" if not failures else f"doctor: {failures} check(s) failed")
     return 0 if not failures else 1
+
+
+async def _integrity(store: object, *, repair: bool, say: Callable[[str], None]) -> int:
+    """Damage in the store's files, each part named with what mends it; with `repair`, the parts a rebuild mends
+    are rebuilt and everything is checked again. The number of damaged parts left."""
+    if not isinstance(store, ChecksIntegrity):
+        say("store integrity: not checked by doctor (Neo4j checks its own: `neo4j-admin database check`)")
+        return 0
+    started = time.perf_counter()
+    found = await store.damage()
+    _say_damage(found, time.perf_counter() - started, say)
+    mendable = [d.part for d in found if d.repairable]
+    if not (repair and mendable):
+        return len(found)
+    started = time.perf_counter()
+    await store.repair(mendable)
+    say(f"repair: rebuilt {', '.join(mendable)} from the rows indexed in {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    left = await store.damage()
+    _say_damage(left, time.perf_counter() - started, say)
+    return len(left)
+
+
+def _say_damage(found: list[Damage], seconds: float, say: Callable[[str], None]) -> None:
+    if not found:
+        say(f"store integrity: ok (the file's pages and its full-text indexes, read in {seconds:.1f} s)")
+    for d in found:
+        say(f"store integrity: FAILED: {d.part}: {d.detail}; {MENDABLE if d.repairable else NOT_MENDABLE}")
 
 
 async def _smoke(rt, say: Callable[[str], None]) -> int:  # type: ignore[no-untyped-def]

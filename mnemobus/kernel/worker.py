@@ -31,7 +31,7 @@ from mnemobus.bus.endpoint import parse_message
 from mnemobus.kernel.community_upkeep import CommunityUpkeep
 from mnemobus.shared.config import Settings
 from mnemobus.shared.envelope import EpisodeMessage
-from mnemobus.shared.errors import InvalidMessage, StoreBusy, StoreUnavailable
+from mnemobus.shared.errors import InvalidMessage, StoreBusy, StoreCorrupt, StoreUnavailable
 from mnemobus.store.erasures import GroupErased
 from mnemobus.shared.groups import InvalidGroupId, validate_group_id
 from mnemobus.shared.logthrottle import ThrottledLog
@@ -363,8 +363,9 @@ class EpisodeWorker:
         if isinstance(outcome, InvalidMessage):
             await self._dead_letter(msg, outcome.reason, outcome.detail, attempts)
             return
-        if isinstance(outcome, StoreUnavailable):
-            await self._retry_or_give_up(msg, "store_unavailable", str(outcome), attempts)
+        if isinstance(outcome, StoreUnavailable):  # a damaged file says so apart: only a repair ends it
+            reason = "store_corrupt" if isinstance(outcome, StoreCorrupt) else "store_unavailable"
+            await self._retry_or_give_up(msg, reason, str(outcome), attempts)
             return
         if isinstance(outcome, GroupErased):  # erased with its group: storing it on a retry would bring it back
             log.info("episode on %s dropped: %s", msg.subject, outcome)

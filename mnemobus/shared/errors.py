@@ -43,5 +43,11 @@ class StoreBusy(StoreUnavailable):
     succeeds once the lock is let go."""
 
 
+class StoreCorrupt(StoreUnavailable):
+    """A part of the store's file is damaged (a full-text index, the file itself): the same write fails the same way
+    until someone repairs it (`mnemobus doctor --repair` rebuilds a full-text index from its rows), so no wait ends
+    it and the message names the repair."""
+
+
 class StoreIntegrityError(MnemobusError):
     """The store refused a write for a reason a retry will not fix."""

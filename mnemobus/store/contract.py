@@ -362,6 +362,28 @@ class ReportsReadsOffLoop(Protocol):
         first time), grown (many new rows to read first) or busy (a lock or the file held by another)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """One damaged part of a store: `part` names it (a full-text index's table, or "file"); `repairable` when
+    `ChecksIntegrity.repair` can mend it without losing anything."""
+
+    part: str
+    detail: str
+    repairable: bool
+
+
+@runtime_checkable
+class ChecksIntegrity(Protocol):
+    """A store that can look for damage in its own files and mend what is derived (SQLite's full-text indexes),
+    for `mnemobus doctor`. Neo4j checks its store with its own tools (`neo4j-admin database check`)."""
+
+    async def damage(self) -> list[Damage]:
+        """Every damaged part, empty when the store is sound; it reads everything, so seconds on a large store."""
+
+    async def repair(self, parts: Sequence[str]) -> None:
+        """Rebuild each named repairable part from the rows it is derived from."""
+
+
 @runtime_checkable
 class StoreErasure(Protocol):
     """What deleting needs (the API's deletes and GDPR erasure): rows away, and no copy left behind."""

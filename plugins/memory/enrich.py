@@ -18,7 +18,7 @@ from mnemobus.shared.groups import GroupId
 from mnemobus.shared.limiters import acquire_at_once
 from mnemobus.shared.limits import query_tail
 from mnemobus.shared.envelope import MemoryContext
-from mnemobus.shared.errors import InvalidMessage
+from mnemobus.shared.errors import InvalidMessage, StoreCorrupt
 from mnemobus.shared.logthrottle import ThrottledLog
 from mnemobus.kernel.plugin import PluginContext
 from mnemobus.store.model import RecallQuery, RecallResult
@@ -69,6 +69,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
         return MemoryContext(groups=list(groups), status="overloaded")
     result: RecallResult | None = None
     failures: list[str] = []
+    corrupt = False  # the store's file is damaged: said under its own reason, since only a repair ends it
     refused: str | None = None
     started = time.perf_counter()
     got_slot = False
@@ -91,6 +92,7 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
             refused = f"{exc.reason}: {exc.detail}"
         except Exception as exc:  # fail open: the agent still gets its request
             failures.append(f"{type(exc).__name__}: {exc}")
+            corrupt = isinstance(exc, StoreCorrupt)
         finally:
             slots.release()
             budget.spend(time.perf_counter() - ran)
@@ -113,8 +115,9 @@ async def recall_for_request(ctx: PluginContext, text: str, groups: tuple[GroupI
                            list(groups), cfg.recall_deadline_ms)
         return MemoryContext(groups=list(groups), status="timeout", latency_ms=latency_ms)
     if failures:
-        ctx.metrics.fail_open.labels(reason="error").inc()
-        guards.log.warning("error", "recall failed, forwarding unenriched: %s", "; ".join(failures)[:500])
+        reason = "store_corrupt" if corrupt else "error"
+        ctx.metrics.fail_open.labels(reason=reason).inc()
+        guards.log.warning(reason, "recall failed, forwarding unenriched: %s", "; ".join(failures)[:500])
         return MemoryContext(groups=list(groups), status="error", latency_ms=latency_ms)
     merged = (result if result is not None else RecallResult(groups=groups)).top(cfg.max_items)
     block = render_with_promoted(merged, merged.promoted, cfg.context_budget_chars, ctx.settings.promotion.budget_share)

@@ -90,7 +90,42 @@ def test_doctor_smoke_writes_reads_and_deletes_a_temporary_group(tmp_path):
     proc = _mnemobus("doctor", "--smoke", env=_env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert "smoke: ok" in proc.stdout and "smoke: deleted doctor-smoke-" in proc.stdout
+    assert "store integrity: ok" in proc.stdout
     assert "doctor: all checks passed" in proc.stdout
+
+
+def _store_with_a_damaged_index(path: Path) -> None:
+    """A store of 60 facts whose facts' full-text index holds random bytes, as a build before 2026-11-29 left one
+    after ~1,200 erasures."""
+    import anyio
+
+    from mnemobus.store.sqlite import SqliteStore
+    from tests.store_damage import load_facts, scramble
+
+    async def make() -> None:
+        store = SqliteStore(path)
+        await store.open()
+        load_facts(store)
+        await store.close()
+
+    anyio.run(make)
+    scramble(path, "facts_fts")
+
+
+def test_doctor_names_a_damaged_full_text_index_and_the_command_that_mends_it(tmp_path):
+    _store_with_a_damaged_index(tmp_path / "m.sqlite3")
+    proc = _mnemobus("doctor", env=_env(tmp_path))
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("store integrity: FAILED")]
+    assert proc.returncode == 1 and len(failed) == 1, proc.stdout
+    assert "facts_fts" in failed[0] and "nothing lost" in failed[0] and "mnemobus doctor --repair" in failed[0]
+
+
+def test_doctor_repair_rebuilds_a_damaged_index_and_then_passes(tmp_path):
+    _store_with_a_damaged_index(tmp_path / "m.sqlite3")
+    proc = _mnemobus("doctor", "--repair", env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert "repair: rebuilt facts_fts" in proc.stdout and "store integrity: ok" in proc.stdout
+    assert _mnemobus("doctor", env=_env(tmp_path)).returncode == 0
 
 
 def test_doctor_reports_an_unreachable_nats_server(tmp_path):

@@ -28,16 +28,18 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from mnemobus.shared.errors import StoreBusy, StoreIntegrityError, StoreUnavailable
+from mnemobus.shared.errors import StoreBusy, StoreCorrupt, StoreIntegrityError, StoreUnavailable
 from mnemobus.shared.groups import GroupId
-from mnemobus.store.contract import (DeleteCounts, EntityLinks, GraphStore, Hit, Prefetch, Standing, Step, Vector, WriteTxn,
-                                     in_turn)
+from mnemobus.store.contract import (Damage, DeleteCounts, EntityLinks, GraphStore, Hit, Prefetch, Standing, Step,
+                                     Vector, WriteTxn, in_turn)
 from mnemobus.store.fact_graph import FactGraph
 from mnemobus.store.model import EdgeType, Entity, Episode, Fact, GroupExport, Neighbour, Said
 from mnemobus.store.sqlite import on_loop
 from mnemobus.store.sqlite.communities import SqliteCommunities, add_communities, delete_group_communities
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
+from mnemobus.store.sqlite.integrity import (REPAIR_HINT, damaged, file_damage, rebuild_text_indexes,
+                                             text_index_damage)
 from mnemobus.store.sqlite.group_state import GroupState, read_state
 from mnemobus.store.sqlite.lifecycle import SqliteLifecycle, add_lifecycle, delete_lifecycle_rows
 from mnemobus.store.sqlite.rows import (EPISODE_COLUMNS, FACT_COLUMNS, FACT_FROM, VALID_AT, episode_of,
@@ -113,6 +115,8 @@ _TRANSIENT_MARKERS = ("disk i/o", "unable to open", "disk is full", "readonly", 
 
 def _translate(exc: sqlite3.Error) -> Exception:
     text = str(exc).lower()
+    if damaged(exc):
+        return StoreCorrupt(f"sqlite: {exc}: {REPAIR_HINT}")
     if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _BUSY_MARKERS):
         return StoreBusy(f"sqlite: {exc}")
     if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _TRANSIENT_MARKERS):
@@ -489,11 +493,25 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
         def work() -> None:
             c = self._writer_conn()
             with immediate(c):
-                for fts in ("facts_fts", "entities_fts", "episodes_fts"):
-                    c.execute(f"INSERT INTO {fts}({fts}) VALUES('rebuild')")
+                rebuild_text_indexes(c)
             busy, _, _ = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             if busy:
                 raise StoreUnavailable("sqlite: a reader held the write-ahead log; erased rows may remain in it")
+
+        async with self._write_lock:
+            await self._run(work)
+
+    async def damage(self) -> list[Damage]:
+        """The file's pages on a reader (no lock held while it reads them all), then each full-text index on the
+        writer, one short write transaction each (`integrity.py`)."""
+        found = await self._read(file_damage)
+        async with self._write_lock:
+            return found + await self._run(lambda: text_index_damage(self._writer_conn()))
+
+    async def repair(self, parts: Sequence[str]) -> None:
+        def work() -> None:
+            with immediate(self._writer_conn()) as c:
+                rebuild_text_indexes(c, tuple(parts))
 
         async with self._write_lock:
             await self._run(work)
