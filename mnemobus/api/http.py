@@ -44,7 +44,7 @@ from mnemobus.api.models import (
     SearchResults,
 )
 from mnemobus.graphio.page import content_security_policy, page_html
-from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreUnavailable
+from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreCorrupt, StoreUnavailable
 from mnemobus.shared.limits import MAX_HTTP_BODY_BYTES
 
 
@@ -118,6 +118,8 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        if isinstance(exc, StoreCorrupt):  # no retry mends it: a 503's Retry-After would only bring the caller back
+            return JSONResponse({"detail": f"store damaged: {exc}"}, status_code=500)
         return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(TimeoutError)

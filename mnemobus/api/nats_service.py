@@ -38,7 +38,7 @@ from mnemobus.bus.endpoint import describe_validation_error
 from mnemobus.bus.micro import MicroService, ServiceRequest, reply_subject
 from mnemobus.bus.permissions import forged_reply
 from mnemobus.shared.envelope import SkillRequest, WireModel
-from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreUnavailable
+from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreCorrupt, StoreUnavailable
 
 log = logging.getLogger("mnemobus.api.nats")
 
@@ -71,6 +71,8 @@ def error_reply(exc: Exception) -> tuple[str, str, str]:
     for kind, code in ((Forbidden, "403"), (NotFound, "404"), (EntityExists, "409")):
         if isinstance(exc, kind):
             return "invalid", code, str(exc)
+    if isinstance(exc, StoreCorrupt):  # a repair mends it, not a retry (`mnemobus doctor --repair`)
+        return "error", "500", f"store damaged: {exc}"
     if isinstance(exc, StoreUnavailable):
         return "error", "503", f"store unavailable: {exc}"
     if isinstance(exc, TimeoutError):

@@ -191,3 +191,15 @@ async def test_clear_failing_part_way_leaves_every_group_as_it_was(api: Api) -> 
     kept = [await api.store.count_episodes(g) for g in ("user_a", "user_b")]
     writer.execute("DROP TRIGGER disk_full")
     assert r.status_code == 500 and kept == [1, 1]  # the trigger's RAISE is a constraint error to SQLite
+
+
+async def test_a_search_over_a_damaged_index_is_a_500_naming_the_repair_not_a_503_to_retry(
+        api: Api, group_id: str) -> None:
+    from tests.store_damage import scramble
+
+    await api.say(group_id, "I live in Lisbon and I keep bees")
+    scramble(api.store.path, "facts_fts", "entities_fts", "episodes_fts")
+    r = await api.http.post("/search", json={"group_ids": [group_id], "query": "where do I live", "max_facts": 3},
+                            headers=api.auth)
+    assert r.status_code == 500 and "Retry-After" not in r.headers, r.text
+    assert r.json()["detail"].startswith("store damaged") and "mnemobus doctor --repair" in r.json()["detail"]

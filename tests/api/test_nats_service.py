@@ -114,3 +114,12 @@ async def test_service_stats_count_error_replies_and_the_time_the_work_took(api:
     # the time covers the work, not only the hand-off to the task group
     histogram = api.rt.metrics.handler_seconds.labels(endpoint="api.fact")
     assert by_name["fact"]["processing_time"] >= int(histogram._sum.get() * 1e9 * 0.99)
+
+
+async def test_nats_search_over_a_damaged_index_answers_500_naming_the_repair(api: Api, group_id: str) -> None:
+    from tests.store_damage import scramble
+
+    await api.say(group_id, "I live in Berlin.")
+    scramble(api.store.path, "facts_fts", "entities_fts", "episodes_fts")
+    _, headers = await api.nats("search", {"group_ids": [group_id], "query": "where do I live", "max_facts": 3})
+    assert headers[ERROR_CODE] == "500" and "mnemobus doctor --repair" in headers["Nats-Service-Error"]
