@@ -3,8 +3,10 @@ from the rows it indexes; a damaged page of the file is named as beyond an in-pl
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mnemobus.shared.errors import StoreCorrupt
@@ -63,3 +65,22 @@ async def test_a_damaged_page_of_the_file_is_named_as_beyond_repair_in_place(tmp
         await store.close()
     assert [(d.part, d.repairable) for d in found] == [("file", False)]
     assert "malformed" in found[0].detail
+
+
+async def test_a_check_waits_for_another_writers_lock_instead_of_failing(sqlite_store: SqliteStore) -> None:
+    """doctor runs beside a live worker, which holds the write lock a batch at a time (here 2 s, twice the store's
+    usual wait)."""
+    load_facts(sqlite_store)
+    other = sqlite3.connect(sqlite_store.path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_commit_after, other, 2.0)
+            assert await sqlite_store.damage() == []
+    finally:
+        other.close()
+
+
+async def _commit_after(conn: sqlite3.Connection, seconds: float) -> None:
+    await anyio.sleep(seconds)
+    conn.execute("COMMIT")

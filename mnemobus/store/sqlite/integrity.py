@@ -9,6 +9,8 @@ without losing anything; the file's own b-tree pages cannot be mended in place.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from mnemobus.store.contract import Damage
 from mnemobus.store.sqlite.tx import immediate
@@ -18,6 +20,7 @@ _CORRUPT, _NOT_A_DATABASE = 11, 26  # SQLite's primary result codes; extended on
 REPAIR_HINT = ("the store's file is damaged; `mnemobus doctor` says which part, and `mnemobus doctor --repair` "
                "rebuilds a damaged full-text index from its rows")
 MAX_FILE_PROBLEMS = 5  # quick_check lists up to 100 lines; the first few name the damage
+PATIENT_S = 60.0  # how long a check or a repair waits for a running worker's write to end before it says busy
 
 
 def damaged(exc: sqlite3.Error) -> bool:
@@ -51,6 +54,17 @@ def text_index_damage(conn: sqlite3.Connection) -> list[Damage]:
             found.append(Damage(table, f"the full-text index of {table.removesuffix('_fts')} is damaged ({exc})",
                                 repairable=True))
     return found
+
+
+@contextmanager
+def patient(conn: sqlite3.Connection, restore_s: float) -> Iterator[sqlite3.Connection]:
+    """The connection waiting up to PATIENT_S for another writer's lock, then back to `restore_s`: doctor runs
+    beside a live pipeline, whose worker holds the lock a batch at a time, longer than the store's usual wait."""
+    conn.execute(f"PRAGMA busy_timeout={int(PATIENT_S * 1000)}")
+    try:
+        yield conn
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={int(restore_s * 1000)}")
 
 
 def rebuild_text_indexes(conn: sqlite3.Connection, tables: tuple[str, ...] = FULL_TEXT) -> None:

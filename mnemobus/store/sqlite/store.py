@@ -38,7 +38,7 @@ from mnemobus.store.sqlite import on_loop
 from mnemobus.store.sqlite.communities import SqliteCommunities, add_communities, delete_group_communities
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
-from mnemobus.store.sqlite.integrity import (REPAIR_HINT, damaged, file_damage, rebuild_text_indexes,
+from mnemobus.store.sqlite.integrity import (REPAIR_HINT, damaged, file_damage, patient, rebuild_text_indexes,
                                              text_index_damage)
 from mnemobus.store.sqlite.group_state import GroupState, read_state
 from mnemobus.store.sqlite.lifecycle import SqliteLifecycle, add_lifecycle, delete_lifecycle_rows
@@ -504,13 +504,17 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
     async def damage(self) -> list[Damage]:
         """The file's pages on a reader (no lock held while it reads them all), then each full-text index on the
         writer, one short write transaction each (`integrity.py`)."""
+        def check() -> list[Damage]:
+            with patient(self._writer_conn(), BUSY_TIMEOUT_S) as c:
+                return text_index_damage(c)
+
         found = await self._read(file_damage)
         async with self._write_lock:
-            return found + await self._run(lambda: text_index_damage(self._writer_conn()))
+            return found + await self._run(check)
 
     async def repair(self, parts: Sequence[str]) -> None:
         def work() -> None:
-            with immediate(self._writer_conn()) as c:
+            with patient(self._writer_conn(), BUSY_TIMEOUT_S) as c, immediate(c):
                 rebuild_text_indexes(c, tuple(parts))
 
         async with self._write_lock:
