@@ -23,7 +23,7 @@ import anyio
 
 from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
-from mnemobus.bus.errors import BucketNotFound, BusError, KeyNotFound, NoKeys, NotFound
+from mnemobus.bus.errors import BusError, KeyNotFound, NotFound
 from mnemobus.shared.config import Settings
 from mnemobus.shared.envelope import EpisodeMessage
 from mnemobus.shared.metrics import PipelineMetrics
@@ -196,8 +196,8 @@ class HeartbeatProbe:
         beats: list[dict[str, Any]] = []
         try:
             kv = await self.ctx.bus.js.key_value(subjects.HEARTBEAT_BUCKET)
-            keys = await kv.keys()
-        except (BucketNotFound, NoKeys):
+            keys = await self.ctx.bus.key_names(subjects.HEARTBEAT_BUCKET)
+        except NotFound:  # no worker has ever beaten on this bus
             keys = []
         else:
             for key in keys:

@@ -185,6 +185,16 @@ class Bus:
             self._buckets.pop(bucket, None)  # a server that lost the bucket gets it declared again next time
             raise
 
+    async def key_names(self, bucket: str) -> list[str]:
+        """Every key of a key-value bucket that holds a value or a delete marker ([] for none); NotFound when there
+        is no bucket. Read from the bucket's stream's own per-subject counts, one request: the client's `keys()`
+        watches through a new consumer, whose one message can reach us after the server's answer that nothing is
+        pending, and then answers that there are no keys (under a loaded test run, a worker beating every 2 s
+        looked gone to the MCP role's store check)."""
+        prefix = f"$KV.{bucket}."
+        info = await self.js.stream_info(f"KV_{bucket}", subjects_filter=f"{prefix}>")
+        return sorted(subject[len(prefix):] for subject in info.state.subjects or {})
+
     async def subscribe(self, subject: str, handler: Handler, *, queue: str = "") -> Any:
         return await self.nc.subscribe(subject, queue=queue, cb=handler)
 

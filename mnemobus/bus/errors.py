@@ -13,8 +13,6 @@ RequestTimeout = nats.errors.TimeoutError
 BusError = nats.errors.Error
 #: a stream, consumer or message JetStream does not have
 NotFound = nats.js.errors.NotFoundError
-#: key-value: the bucket, any key, or the key asked for is not there
-BucketNotFound = nats.js.errors.BucketNotFoundError
-NoKeys = nats.js.errors.NoKeysError
+#: key-value: the key asked for is not there, or holds a delete marker
 KeyNotFound = nats.js.errors.KeyNotFoundError
 KeyDeleted = nats.js.errors.KeyDeletedError

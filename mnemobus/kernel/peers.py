@@ -23,7 +23,7 @@ import anyio
 
 from mnemobus.shared import subjects
 from mnemobus.bus.connection import Bus
-from mnemobus.bus.errors import KeyDeleted, KeyNotFound, NoKeys, NotFound
+from mnemobus.bus.errors import KeyDeleted, KeyNotFound, NotFound
 from mnemobus.shared.config import StoreSettings
 from mnemobus.shared.errors import MnemobusError
 from mnemobus.shared.redact import mask_urls
@@ -96,10 +96,10 @@ async def _read_retried(read: Callable[[], Awaitable[T]], what: str, *, gone: tu
 async def _heartbeat_keys(bus: Bus) -> tuple[Any, list[str]] | None:
     """The heartbeat bucket and its keys; None when no worker has ever beaten on this bus (no bucket, no key)."""
     async def read() -> tuple[Any, list[str]]:
-        kv = await bus.js.key_value(subjects.HEARTBEAT_BUCKET)
-        return kv, await kv.keys()
+        return await bus.js.key_value(subjects.HEARTBEAT_BUCKET), await bus.key_names(subjects.HEARTBEAT_BUCKET)
 
-    return await _read_retried(read, "the workers' heartbeats", gone=(NotFound, NoKeys))
+    found = await _read_retried(read, "the workers' heartbeats", gone=(NotFound,))
+    return found if found and found[1] else None
 
 
 async def worker_beats(bus: Bus) -> list[Beat]:

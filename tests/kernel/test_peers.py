@@ -120,3 +120,37 @@ async def test_a_check_that_could_not_read_the_heartbeats_is_counted(unreadable:
     counted: list[None] = []
     await check_same_store(unreadable, settings.store, unread=lambda: counted.append(None))
     assert len(counted) == 1
+
+
+async def test_the_heartbeat_keys_are_read_in_one_request_without_a_consumer_that_could_race_it(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's `keys()` watches through a new consumer whose message can arrive after the server says nothing
+    is pending, and then answers "no keys": a live worker, taken for none, let an MCP role start on a store of its own
+    (a full test run, 2026-11-29)."""
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+    try:
+        await beat(bus, ago_s=0, every_s=0.5)
+        consumers: list[object] = []
+        real_subscribe = bus.js.subscribe
+
+        async def subscribe(*args, **kwargs):  # type: ignore[no-untyped-def]
+            consumers.append(args)
+            return await real_subscribe(*args, **kwargs)
+
+        monkeypatch.setattr(bus.js, "subscribe", subscribe)
+        assert await bus.key_names(subjects.HEARTBEAT_BUCKET) == ["worker.w1"]
+        with pytest.raises(DifferentStore, match="worker w1 on the same bus writes"):
+            await check_same_store(bus, settings.store)
+        assert consumers == []
+    finally:
+        await bus.close()
+
+
+async def test_a_bus_without_a_heartbeat_bucket_has_no_worker(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    bus = await Bus.connect(settings.nats.url or "", settings.nats, name="peers")
+    try:
+        with caplog.at_level(logging.INFO, logger=peers.log.name):
+            await check_same_store(bus, settings.store)
+        assert "no worker is beating on this bus yet" in caplog.text
+    finally:
+        await bus.close()
