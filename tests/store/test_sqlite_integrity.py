@@ -84,3 +84,12 @@ async def test_a_check_waits_for_another_writers_lock_instead_of_failing(sqlite_
 async def _commit_after(conn: sqlite3.Connection, seconds: float) -> None:
     await anyio.sleep(seconds)
     conn.execute("COMMIT")
+
+
+async def test_a_file_that_is_not_a_database_is_refused_at_open_naming_it_and_the_setting(tmp_path: Path) -> None:
+    path = tmp_path / "not-a-store.sqlite3"
+    path.write_bytes(b"these are notes, not a database " * 200)
+    with pytest.raises(StoreCorrupt) as refused:
+        await SqliteStore(path).open()
+    assert str(path) in str(refused.value) and "MNEMOBUS_STORE__SQLITE_PATH" in str(refused.value)
+    assert "--repair" not in str(refused.value)  # nothing a rebuild of an index could mend

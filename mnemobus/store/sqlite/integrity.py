@@ -29,6 +29,14 @@ def damaged(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF in (_CORRUPT, _NOT_A_DATABASE)
 
 
+def damage_hint(exc: sqlite3.Error) -> str:
+    """What to do about a damaged read: a file SQLite cannot read at all is no store a repair could start from."""
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _NOT_A_DATABASE:
+        return ("the file is not a SQLite database, or its first page is damaged: check store.sqlite_path "
+                "(MNEMOBUS_STORE__SQLITE_PATH), or restore a backup")
+    return REPAIR_HINT
+
+
 def file_damage(conn: sqlite3.Connection) -> list[Damage]:
     """The file's b-trees, page by page (SQLite's quick_check): a read, so any connection will do."""
     try:

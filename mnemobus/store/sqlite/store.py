@@ -38,7 +38,7 @@ from mnemobus.store.sqlite import on_loop
 from mnemobus.store.sqlite.communities import SqliteCommunities, add_communities, delete_group_communities
 from mnemobus.store.sqlite.fts import TermCounts, fts_search, group_token, terms_match
 from mnemobus.store.sqlite.graph import GraphReader, add_versioning
-from mnemobus.store.sqlite.integrity import (REPAIR_HINT, damaged, file_damage, patient, rebuild_text_indexes,
+from mnemobus.store.sqlite.integrity import (damage_hint, damaged, file_damage, patient, rebuild_text_indexes,
                                              text_index_damage)
 from mnemobus.store.sqlite.group_state import GroupState, read_state
 from mnemobus.store.sqlite.lifecycle import SqliteLifecycle, add_lifecycle, delete_lifecycle_rows
@@ -116,7 +116,7 @@ _TRANSIENT_MARKERS = ("disk i/o", "unable to open", "disk is full", "readonly", 
 def _translate(exc: sqlite3.Error) -> Exception:
     text = str(exc).lower()
     if damaged(exc):
-        return StoreCorrupt(f"sqlite: {exc}: {REPAIR_HINT}")
+        return StoreCorrupt(f"sqlite: {exc}: {damage_hint(exc)}")
     if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _BUSY_MARKERS):
         return StoreBusy(f"sqlite: {exc}")
     if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _TRANSIENT_MARKERS):
@@ -333,7 +333,10 @@ class SqliteStore(SqliteLifecycle, SqliteCommunities):
                 )
             return conn
 
-        self._writer = await self._run(setup)
+        try:
+            self._writer = await self._run(setup)
+        except StoreCorrupt as exc:  # said at start: which file
+            raise StoreCorrupt(f"{self.path}: {exc}") from exc
         self._closed = False
 
     def observe_vector_cache_crowded(self, observer: Callable[[str], None]) -> None:
