@@ -12,6 +12,9 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from mnemobus.bus.connection import Bus
+from mnemobus.bus.dlq import count_letters
+from mnemobus.kernel.peers import worker_beats
 from mnemobus.shared.config import Settings
 from mnemobus.shared.redact import mask_urls
 from mnemobus.store.contract import ChecksIntegrity, Damage
@@ -61,6 +64,7 @@ async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None],
                     failures += 1
                     say(f"store: FAILED: {exc}")
                 say(f"identity: ok ({len(rt.identity.users)} user(s) in {settings.identity.users_file})")
+                await _bus_state(rt.bus, say)
                 if not failures:
                     deadline.deadline = math.inf  # reading every page takes as long as the store is large
                     failures += await _integrity(rt.engine.store, repair=repair, say=say)
@@ -71,6 +75,21 @@ async def doctor(settings: Settings, *, smoke: bool, say: Callable[[str], None],
         say(f"nats/store: FAILED: {type(exc).__name__}: {exc or f'no answer within {CONNECT_S} s'}")
     say("doctor: all checks passed" if not failures else f"doctor: {failures} check(s) failed")
     return 0 if not failures else 1
+
+
+async def _bus_state(bus: Bus, say: Callable[[str], None]) -> None:
+    """Who stores the episodes and what waits for an operator. Said, never failed: a doctor run on its own bus has
+    no worker, and a dead letter is kept work, not a fault of this configuration."""
+    try:
+        live = [b for b in await worker_beats(bus) if b.fresh]
+        say(f"workers: {len(live)} beating, writing {', '.join(sorted({b.store for b in live}))}" if live else
+            "workers: none beating on this bus; episodes wait in its stream until `mnemobus run` (or `mnemobus run "
+            "--role worker`) runs")
+    except Exception as exc:  # noqa: BLE001 - the heartbeats are information here, not a check
+        say(f"workers: unknown: {exc}")
+    letters = await count_letters(bus)
+    say("dead letters: none" if not letters else f"dead letters: {letters} waiting: `mnemobus dlq list` says why "
+        "each was set aside; `mnemobus dlq replay` stores them once that is mended")
 
 
 async def _integrity(store: object, *, repair: bool, say: Callable[[str], None]) -> int:
