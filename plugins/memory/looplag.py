@@ -22,6 +22,9 @@ log = logging.getLogger("mnemobus.plugin.memory")
 
 TICK_S = 0.05
 HOLD_TICKS = 5  # stay shedding this many ticks after the last late one, so recall does not flap every tick
+#: a spell in the first seconds after the ticker starts is the process starting (a table loaded, the first poll):
+#: shed the same, but said at INFO, not as a warning on every newcomer's first screen (`make run`)
+STARTING_S = 5.0
 
 
 class LoopLag:
@@ -31,6 +34,7 @@ class LoopLag:
         self._late_at = float("-inf")
         self._due = float("inf")  # when the ticker's next tick should wake (no ticker: never overdue)
         self._clock = clock
+        self._watched_from = float("-inf")
 
     @property
     def enabled(self) -> bool:
@@ -40,7 +44,9 @@ class LoopLag:
         self.last_lag_s = lag_s
         if self.enabled and lag_s > self.threshold_s:
             if not self._held():  # one line per spell of lag, not one per request shed
-                log.warning("event loop %.0f ms behind: recall is skipped until it catches up", lag_s * 1000)
+                starting = self._clock() - self._watched_from < STARTING_S
+                log.log(logging.INFO if starting else logging.WARNING, "event loop %.0f ms behind%s: recall is "
+                        "skipped until it catches up", lag_s * 1000, " while the process starts" if starting else "")
             self._late_at = self._clock()
 
     def _held(self) -> bool:
@@ -61,6 +67,7 @@ class LoopLag:
 
     async def watch(self) -> None:
         """Tick forever, recording how late each tick woke up."""
+        self._watched_from = self._clock()
         while True:
             self._due = self._clock() + TICK_S
             await anyio.sleep(TICK_S)

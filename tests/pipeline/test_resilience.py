@@ -1,5 +1,6 @@
 """Fail open on the request path, fail safe on the write path."""
 
+import logging
 import time
 from collections import Counter
 
@@ -11,7 +12,7 @@ from mnemobus.store.model import RecallResult
 from plugins.memory import MemoryPlugin
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget
-from plugins.memory.looplag import HOLD_TICKS, TICK_S, LoopLag
+from plugins.memory.looplag import HOLD_TICKS, STARTING_S, TICK_S, LoopLag
 from tests.bus_counts import settle_behind_a_sentinel
 from tests.pipeline.conftest import ask, request, running, wait_for_episodes
 from tests.warming_support import until_warmed, write_groups_in_order
@@ -462,3 +463,20 @@ async def test_the_plugin_sends_an_exchanges_episodes_before_its_answer(pipeline
     answer = next(i for i, (s, d) in enumerate(seen) if s.startswith("_INBOX.") and req.id.encode() in d
                   and b'"requestId"' in d)
     assert len(episodes) >= 2 and episodes[1] < answer  # both groups' episodes (the worker's deliveries follow)
+
+
+@pytest.mark.parametrize(("after_s", "level"), [(1.0, "INFO"), (STARTING_S + 1.0, "WARNING")])
+async def test_a_lag_while_the_process_starts_is_shed_the_same_but_said_at_info(
+        after_s: float, level: str, caplog: pytest.LogCaptureFixture) -> None:
+    now = [100.0]
+    lag = LoopLag(25, clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lag.watch)
+        await anyio.sleep(0)
+        now[0] += after_s
+        with caplog.at_level(logging.INFO, logger="mnemobus.plugin.memory"):
+            behind = lag.lagging(queued_s=0.080)
+        tg.cancel_scope.cancel()
+    assert behind
+    [said] = [r for r in caplog.records if "event loop" in r.getMessage()]
+    assert said.levelname == level
