@@ -43,3 +43,17 @@ async def test_search_probe_reseeds_its_sentinel_after_the_canary_group_is_wiped
         assert snap.document["domains"]["memory"]["data"]["searchOk"] is True
         sentinel = sentinel_episode(cfg.canary_group)
         assert await world.rt.engine.store.get_episode(sentinel.group_id, sentinel.id) is not None
+
+
+async def test_a_damaged_index_fails_the_search_goal_naming_the_repair(settings: Settings) -> None:
+    from tests.store_damage import scramble
+
+    async with running_world(settings, shipped_config()) as world:
+        await world.poll_until(lambda s: goal_state(s, "memory.search_working") == "ok")
+
+        scramble(settings.store.sqlite_path, "facts_fts", "entities_fts", "episodes_fts")
+        snap = await world.poll_until(lambda s: goal_state(s, "memory.search_working") == "violated")
+
+        assert goal_state(snap, "memory.store_healthy") == "ok"  # a ping and a count do not read an index
+        error = snap.document["domains"]["memory"]["data"]["searchError"]
+        assert error.startswith("StoreCorrupt") and "mnemobus doctor --repair" in error, error
