@@ -10,6 +10,8 @@ docs/api.md lists every difference.
 
 from __future__ import annotations
 
+import logging
+
 from typing import Annotated, Any
 
 import anyio
@@ -46,6 +48,8 @@ from mnemobus.api.models import (
 from mnemobus.graphio.page import content_security_policy, page_html
 from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreCorrupt, StoreUnavailable
 from mnemobus.shared.limits import MAX_HTTP_BODY_BYTES
+
+log = logging.getLogger("mnemobus.api.http")
 
 
 #: the graph page is private memory (never cached) that must not reach the network or be framed
@@ -119,6 +123,8 @@ def create_app(service: MemoryService) -> FastAPI:
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
         if isinstance(exc, StoreCorrupt):  # no retry mends it: a 503's Retry-After would only bring the caller back
+            log.error("store damaged, answered 500: %s", exc)
+            http_errors.labels(kind="StoreCorrupt").inc()
             return JSONResponse({"detail": f"store damaged: {exc}"}, status_code=500)
         return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "1"})
 

@@ -203,3 +203,4 @@ async def test_a_search_over_a_damaged_index_is_a_500_naming_the_repair_not_a_50
                             headers=api.auth)
     assert r.status_code == 500 and "Retry-After" not in r.headers, r.text
     assert r.json()["detail"].startswith("store damaged") and "mnemobus doctor --repair" in r.json()["detail"]
+    assert api.rt.metrics.http_errors.labels(kind="StoreCorrupt")._value.get() == 1
