@@ -12,6 +12,7 @@ from mnemobus.store.model import RecallResult
 from plugins.memory import MemoryPlugin
 from plugins.memory.breaker import RecallBreaker
 from plugins.memory.budget import RecallBudget
+from plugins.memory import looplag
 from plugins.memory.looplag import HOLD_TICKS, STARTING_S, TICK_S, LoopLag
 from tests.bus_counts import settle_behind_a_sentinel
 from tests.pipeline.conftest import ask, request, running, wait_for_episodes
@@ -474,7 +475,7 @@ async def test_a_lag_while_the_process_starts_is_shed_the_same_but_said_at_info(
         tg.start_soon(lag.watch)
         await anyio.sleep(0)
         now[0] += after_s
-        with caplog.at_level(logging.INFO, logger="mnemobus.plugin.memory"):
+        with caplog.at_level(logging.INFO, logger=looplag.log.name):
             behind = lag.lagging(queued_s=0.080)
         tg.cancel_scope.cancel()
     assert behind
