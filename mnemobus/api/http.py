@@ -45,6 +45,7 @@ from mnemobus.api.models import (
     SearchQuery,
     SearchResults,
 )
+from mnemobus.api.nats_service import error_reply
 from mnemobus.graphio.page import content_security_policy, page_html
 from mnemobus.shared.errors import EntityExists, InvalidMessage, StoreCorrupt, StoreUnavailable
 from mnemobus.shared.limits import MAX_HTTP_BODY_BYTES
@@ -122,11 +123,12 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        _, code, detail = error_reply(exc)  # the status and words the NATS service and MCP answer too
         if isinstance(exc, StoreCorrupt):  # no retry mends it: a 503's Retry-After would only bring the caller back
-            log.error("store damaged, answered 500: %s", exc)
+            log.error("store damaged, answered %s: %s", code, exc)
             http_errors.labels(kind="StoreCorrupt").inc()
-            return JSONResponse({"detail": f"store damaged: {exc}"}, status_code=500)
-        return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "1"})
+            return JSONResponse({"detail": detail}, status_code=int(code))
+        return JSONResponse({"detail": detail}, status_code=int(code), headers={"Retry-After": "1"})
 
     @app.exception_handler(TimeoutError)
     async def _timeout(_: Request, exc: TimeoutError) -> JSONResponse:
